@@ -1,0 +1,26 @@
+"""The config digest: what in a cfg decides the USD that comes out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from schemas._version import __version__
+from schemas.converter_cfgs import LOCATION_FIELDS
+from schemas.serialization import cfg_to_dict
+
+#: Fields left out of the digest: where the asset is and goes, and the force flag (an action, not a setting).
+DIGEST_EXCLUDED_FIELDS = (*LOCATION_FIELDS, "force_usd_conversion")
+
+
+def config_digest(cfg: Any, kind: str | None = None) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``cfg`` without location fields, plus usdforge's version.
+
+    kind: the conversion rule ("mesh", "urdf", "mjcf"); defaults to the cfg's class name.
+    Stable across processes and machines: sorted keys, no whitespace, floats in Python's repr.
+    """
+    settings = {k: v for k, v in cfg_to_dict(cfg).items() if k not in DIGEST_EXCLUDED_FIELDS}
+    payload = {"usdforge": __version__, "kind": kind or type(cfg).__name__, "cfg": settings}
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
