@@ -7,7 +7,6 @@ the class's namespace and applied schema, and field metadata gives the exception
 
 from __future__ import annotations
 
-import re
 from typing import Any, NamedTuple
 
 import attrs
@@ -21,12 +20,22 @@ class UsdRoute(NamedTuple):
     attribute: full USD attribute name; may contain ``{axis}`` for multi-apply drive schemas.
     schema: applied API schema name (``PhysicsRigidBodyAPI``, ``PhysxRigidBodyAPI``, ``PhysicsDriveAPI:{axis}``)
         or None for a raw attribute with no applied schema.
-    per_degree: the value is per radian in the cfg (SI) and per degree in USD when the axis is angular.
+    per_degree: the value is per radian in the cfg (SI) and per degree in USD when the axis is angular
+        (drive stiffness N·m/rad → N·m/deg, damping N·m·s/rad → N·m·s/deg).
+    degrees: the value is in radians (or rad/s) in the cfg and in degrees (deg/s) in USD when the axis is
+        angular (``physxJoint:maxJointVelocity``).
+    Both conversions need the joint's axis ("angular" or "linear"); linear values are written unchanged.
     """
 
     attribute: str
     schema: str | None
     per_degree: bool = False
+    degrees: bool = False
+
+    @property
+    def needs_axis(self) -> bool:
+        """Whether authoring this route needs the drive axis (a ``{axis}`` placeholder or a unit conversion)."""
+        return "{axis}" in self.attribute or "{axis}" in (self.schema or "") or self.per_degree or self.degrees
 
 
 def usd_group(namespace: str | None, schema: str | None):
@@ -43,15 +52,17 @@ def usd_group(namespace: str | None, schema: str | None):
 
 
 def route(attribute: str | None = None, schema: str | None = "__class__", per_degree: bool = False,
-          writer_side: bool = False) -> dict[str, Any]:
+          writer_side: bool = False, degrees: bool = False) -> dict[str, Any]:
     """Field metadata overriding the class route (the documented exceptions).
 
     attribute: full attribute name instead of ``namespace:camelCase``.
     schema: applied schema instead of the class's; None for a raw attribute.
+    per_degree: per radian in the cfg, per degree in USD for angular axes (see ``UsdRoute``).
+    degrees: radians (rad/s) in the cfg, degrees (deg/s) in USD for angular axes (see ``UsdRoute``).
     writer_side: the field is logic for the writer, never an attribute of its own.
     """
     return {"usd_route": {"attribute": attribute, "schema": schema, "per_degree": per_degree,
-                          "writer_side": writer_side}}
+                          "degrees": degrees, "writer_side": writer_side}}
 
 
 def camel_case(snake: str) -> str:
@@ -88,7 +99,7 @@ def field_route(cls: type, field_name: str) -> UsdRoute | None:
         return None
     if override.get("schema", "__class__") != "__class__":
         schema = override["schema"]
-    return UsdRoute(attribute, schema, bool(override.get("per_degree", False)))
+    return UsdRoute(attribute, schema, bool(override.get("per_degree", False)), bool(override.get("degrees", False)))
 
 
 def routing_table(cls: type) -> dict[str, UsdRoute]:
@@ -99,12 +110,3 @@ def routing_table(cls: type) -> dict[str, UsdRoute]:
         if found is not None:
             table[field.name] = found
     return table
-
-
-_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
-
-
-def usd_identifier(name: str) -> str:
-    """A valid USD prim name for ``name``: other characters become ``_``; a leading digit gets ``_``."""
-    cleaned = _IDENTIFIER.sub("_", name) or "_"
-    return "_" + cleaned if cleaned[0].isdigit() else cleaned

@@ -17,14 +17,14 @@ class FieldValueError(ValueError):
 
 
 def non_negative_or_none(instance: Any, attribute: Any, value: float | None) -> None:
-    """A float ≥ 0, or None."""
-    if value is not None and not value >= 0.0:
+    """A finite float ≥ 0, or None."""
+    if value is not None and not (_is_number(value) and math.isfinite(value) and value >= 0.0):
         raise FieldValueError(attribute.name, f"expected a number >= 0 (or None), found {value!r}")
 
 
 def positive_or_none(instance: Any, attribute: Any, value: float | None) -> None:
-    """A float > 0, or None."""
-    if value is not None and not value > 0.0:
+    """A finite float > 0, or None."""
+    if value is not None and not (_is_number(value) and math.isfinite(value) and value > 0.0):
         raise FieldValueError(attribute.name, f"expected a number > 0 (or None), found {value!r}")
 
 
@@ -71,3 +71,82 @@ def one_of_or_none(allowed: Iterable[str]):
 def tuple_of_floats(value: Iterable[float]) -> tuple[float, ...]:
     """attrs converter: any iterable of numbers → tuple of floats (TOML/JSON give lists)."""
     return tuple(float(v) for v in value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _interval(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> str:
+    left = "(" if lo_open or lo is None else "["
+    right = ")" if hi_open or hi is None else "]"
+    return f"{left}{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}{right}"
+
+
+def number_in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+                    hi_open: bool = False, optional: bool = True):
+    """A finite number in the interval [lo, hi] (open ends with lo_open/hi_open; None = unbounded), or None
+    when ``optional``. Infinities are rejected: they cannot be written to JSON (the digest) and None already
+    means "the engine's default"."""
+    where = _interval(lo, hi, lo_open, hi_open)
+    tail = " (or None)" if optional else ""
+
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if value is None and optional:
+            return
+        ok = _is_number(value) and math.isfinite(value)
+        if ok and lo is not None:
+            ok = value > lo if lo_open else value >= lo
+        if ok and hi is not None:
+            ok = value < hi if hi_open else value <= hi
+        if not ok:
+            raise FieldValueError(attribute.name, f"expected a finite number in {where}{tail}, found {value!r}")
+
+    return check
+
+
+def int_in_range(lo: int | None = None, hi: int | None = None, *, optional: bool = True):
+    """An integer (not a bool) in [lo, hi], or None when ``optional``."""
+    where = _interval(lo, hi, False, False)
+    tail = " (or None)" if optional else ""
+
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if value is None and optional:
+            return
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        ok = ok and (lo is None or value >= lo) and (hi is None or value <= hi)
+        if not ok:
+            raise FieldValueError(attribute.name, f"expected an integer in {where}{tail}, found {value!r}")
+
+    return check
+
+
+def bool_or_none(instance: Any, attribute: Any, value: Any) -> None:
+    """True, False or None."""
+    if value is not None and not isinstance(value, bool):
+        raise FieldValueError(attribute.name, f"expected true or false (or None), found {value!r}")
+
+
+def bool_value(instance: Any, attribute: Any, value: Any) -> None:
+    """True or False."""
+    if not isinstance(value, bool):
+        raise FieldValueError(attribute.name, f"expected true or false, found {value!r}")
+
+
+def one_of(allowed: Iterable[str]):
+    """One of the ``allowed`` tokens (None is not allowed)."""
+    allowed = tuple(allowed)
+
+    def check(instance: Any, attribute: Any, value: str) -> None:
+        if value not in allowed:
+            raise FieldValueError(attribute.name, f"expected one of {', '.join(map(repr, allowed))}, found {value!r}")
+
+    return check
+
+
+def float_or_none(value: Any) -> Any:
+    """attrs converter: an int becomes a float (so the USD attribute is a float, not an int); None, floats
+    and anything else (left for the validator to reject) pass through. Bools are not numbers here."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value

@@ -1,0 +1,24 @@
+"""usdforge's task graph. `doit convert` builds every entry of assets/library.toml into build/usd/.
+
+`doit convert library=PATH` builds another manifest; `doit list` shows the tasks.
+"""
+
+from pathlib import Path
+
+from doit import get_var
+
+from pipeline.tasks import DEFAULT_LIBRARY, convert_tasks
+
+Path("build").mkdir(exist_ok=True)
+
+DOIT_CONFIG = {
+    "backend": "json",
+    "dep_file": "build/.doit.db",
+    "default_tasks": ["convert"],
+    "verbosity": 1,
+}
+
+
+def task_convert():
+    """Convert every library entry to USD (one subtask per entry)."""
+    yield from convert_tasks(get_var("library", str(DEFAULT_LIBRARY)))

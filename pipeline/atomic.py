@@ -1,0 +1,51 @@
+"""Atomic output: build into a temporary sibling folder, then rename each file into place.
+
+A failed conversion leaves the previous output untouched and no partial files; files an earlier run wrote
+that this run does not write are removed; the lazy key is written last, so an interrupted move is seen
+as stale next time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+
+def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_name: str,
+                     make_key: Callable[[dict[str, Path]], str], previous_outputs: list[str]) -> list[str]:
+    """Run ``build(tmp_dir)`` and move what it wrote into ``usd_dir``; return the relative paths written.
+
+    build: writes into the folder it is given and returns the files it wrote.
+    key_name: file name of the lazy key, written last from ``make_key({relative: final path})``.
+    previous_outputs: relative paths the previous build wrote (from its key), removed if not rewritten.
+    """
+    usd_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{usd_dir.name}.tmp-", dir=usd_dir.parent))
+    try:
+        written = build(staging)
+        relative = sorted({Path(p).resolve().relative_to(staging.resolve()).as_posix() for p in written})
+        key_text = make_key({name: staging / name for name in relative})
+        (staging / key_name).write_text(key_text)
+        usd_dir.mkdir(parents=True, exist_ok=True)
+        for name in relative:
+            destination = usd_dir / name
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / name, destination)
+        for name in set(previous_outputs) - set(relative) - {key_name}:
+            stale = usd_dir / name
+            if stale.is_file():
+                stale.unlink()
+                _remove_empty_parents(stale.parent, usd_dir)
+        os.replace(staging / key_name, usd_dir / key_name)
+        return relative
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_empty_parents(folder: Path, stop: Path) -> None:
+    while folder != stop and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent

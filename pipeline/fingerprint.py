@@ -1,0 +1,31 @@
+"""Content hashes of files: what "changed" means for usdforge (never modification times)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+_CHUNK = 1 << 20
+
+
+def file_digest(path: str | Path) -> str:
+    """SHA-256 (hex) of the file's bytes; ``"missing"`` when there is no such file."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as stream:
+            while chunk := stream.read(_CHUNK):
+                digest.update(chunk)
+    except FileNotFoundError:
+        return "missing"
+    return digest.hexdigest()
+
+
+def digests(paths: list[str | Path]) -> dict[str, str]:
+    """``{normalised path: digest}`` for each path (sorted, so the dict's order is stable)."""
+    return {normalise(p): file_digest(p) for p in sorted({normalise(p) for p in paths})}
+
+
+def normalise(path: str | Path) -> str:
+    """One spelling per file (absolute, no ``..``, no symlink resolution): doit matches paths as strings."""
+    return os.path.abspath(os.fspath(path))

@@ -1,0 +1,82 @@
+"""The lazy key: what an output was built from, stored beside it as TOML so a user can see why it rebuilt.
+
+``<usd_dir>/<stem>.usdforge.toml`` records usdforge's version, the config digest, content hashes of the
+asset and of every file it references, content hashes of every output, and the cfg itself.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import attrs
+import tomli_w
+
+from pipeline.fingerprint import digests, file_digest
+from schemas import __version__
+
+
+@attrs.frozen(kw_only=True)
+class LazyKey:
+    """What one conversion's outputs were built from.
+
+    kind: the rule ("mesh", "urdf", "mjcf").
+    config_digest: ``schemas.config_digest`` of the cfg (usdforge's version included).
+    asset: {absolute path: sha256} of the source file.
+    references: {absolute path: sha256} of every file the source references, recursively.
+    outputs: {path relative to usd_dir: sha256} of every file written (the key itself excluded).
+    cfg: the cfg as plain data, for people reading the file.
+    """
+
+    usdforge: str = __version__
+    kind: str
+    config_digest: str
+    asset: dict[str, str]
+    references: dict[str, str]
+    outputs: dict[str, str] = attrs.field(factory=dict)
+    cfg: dict[str, Any] = attrs.field(factory=dict)
+
+
+def key_to_toml(key: LazyKey) -> str:
+    """TOML text of a key (None values of the cfg left out: TOML has no null)."""
+    from schemas.serialization import _drop_none
+
+    data = attrs.asdict(key)
+    data["cfg"] = _drop_none(data["cfg"])
+    return tomli_w.dumps(data)
+
+
+def read_key(path: Path) -> LazyKey | None:
+    """The key stored at ``path``, or None when it is missing or unreadable (then: rebuild)."""
+    try:
+        data = tomllib.loads(path.read_text())
+        return LazyKey(**data)
+    except (OSError, tomllib.TOMLDecodeError, TypeError, UnicodeDecodeError):
+        return None
+
+
+def stale_reasons(key: LazyKey | None, config_digest: str, asset: Path, usd_dir: Path) -> list[str]:
+    """Why the outputs described by ``key`` are out of date; empty when they are up to date.
+
+    The references are not re-scanned: the scan is a function of the asset's and the references'
+    contents (and of the cfg), all compared here. A reference that was missing is recorded as
+    ``"missing"``, so creating it later counts as a change.
+    """
+    if key is None:
+        return ["no usable lazy key (first conversion, or the key was deleted)"]
+    reasons = []
+    if key.usdforge != __version__:
+        reasons.append(f"usdforge changed from {key.usdforge} to {__version__}")
+    if key.config_digest != config_digest:
+        reasons.append("the configuration changed")
+    if digests([asset]) != key.asset:
+        reasons.append(f"the asset {asset} changed")
+    changed = [path for path, sha in key.references.items() if file_digest(path) != sha]
+    if changed:
+        reasons.append(f"referenced file(s) changed: {', '.join(changed)}")
+    for relative, sha in key.outputs.items():
+        if file_digest(usd_dir / relative) != sha:
+            reasons.append(f"output {relative} is missing or was modified")
+            break
+    return reasons

@@ -1,0 +1,128 @@
+"""The asset library manifest (``assets/library.toml``): which sources to convert, and how.
+
+```toml
+[[assets]]
+name = "chair"                      # output folder build/usd/chair/
+source = "meshes/chair.obj"         # relative to the manifest's folder, or absolute
+kind = "mesh"                       # optional: derived from the extension (mesh, urdf, mjcf)
+packages = { my_robot = "../robots/my_robot" }   # URDF package:// roots
+ee_body = "hand"                    # optional: end-effector body, for `doit ik`
+[assets.cfg]                        # overrides of the converter cfg's fields
+mass_props = { mass = 2.0 }
+```
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from pipeline.kinds import KINDS, cfg_class, kind_of
+from rules.errors import ConversionError
+from schemas import ConfigError, structure_cfg
+from schemas.validators import FieldValueError
+
+#: Where outputs go, relative to the project folder: ``build/usd/<name>/``.
+DEFAULT_BUILD_DIR = Path("build")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def _valid_name(instance: Any, attribute: Any, value: str) -> None:
+    if not _NAME.match(value):
+        raise FieldValueError(attribute.name, f"expected a name of letters, digits, '_', '-', '.', found {value!r}")
+
+
+def _valid_kind(instance: Any, attribute: Any, value: str | None) -> None:
+    if value is not None and value not in KINDS:
+        raise FieldValueError(attribute.name, f"expected one of {', '.join(KINDS)}, found {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class LibraryEntry:
+    """One asset of the library.
+
+    name: Output folder name under ``build/usd``; unique in the library.
+    source: The file to convert, relative to the manifest's folder or absolute.
+    kind: "mesh", "urdf" or "mjcf". Default None: from the source's extension.
+    packages: ROS package name → folder (relative to the manifest) for URDF ``package://``. Default empty.
+    ee_body: End-effector body (source name) for ``doit ik``. Default None: no IK study for this entry.
+    cfg: Overrides of the converter cfg's fields (asset_path and usd_dir are set by the pipeline).
+    """
+
+    name: str = attrs.field(validator=_valid_name)
+    source: str
+    kind: str | None = attrs.field(default=None, validator=_valid_kind)
+    packages: dict[str, str] = attrs.field(factory=dict)
+    ee_body: str | None = None
+    cfg: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class Library:
+    """A manifest: its entries, and the folder their relative paths start from."""
+
+    assets: list[LibraryEntry] = attrs.field(factory=list)
+    root: str = "."
+
+
+def load_library(path: str | Path) -> Library:
+    """Read and check a manifest. Raises ConfigError naming the file and the field's path."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: library manifest not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    data.setdefault("root", str(path.parent.absolute()))
+    try:
+        library = structure_cfg(data, Library)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(library.assets):
+        if entry.name in seen:
+            raise ConfigError(f"{path}: assets[{index}].name: {entry.name!r} is already used by assets[{seen[entry.name]}]")
+        seen[entry.name] = index
+    return library
+
+
+def entry_source(library: Library, entry: LibraryEntry) -> Path:
+    """The entry's source file, absolute."""
+    return (Path(library.root) / entry.source).absolute()
+
+
+def entry_kind(library: Library, entry: LibraryEntry) -> str:
+    """The entry's kind (explicit, or from the source's extension)."""
+    return entry.kind or kind_of(entry_source(library, entry))
+
+
+def entry_cfg(library: Library, entry: LibraryEntry, index: int, build_dir: Path = DEFAULT_BUILD_DIR,
+              manifest: str | Path = "library") -> Any:
+    """The converter cfg of an entry: its ``cfg`` table plus asset_path, usd_dir (``build/usd/<name>``),
+    usd_file_name (``<name>.usda`` unless the table says) and, for URDF, the entry's packages.
+
+    Raises ConfigError naming ``assets[index].cfg.<field>``.
+    """
+    kind = entry_kind(library, entry)
+    table = dict(entry.cfg)
+    for fixed in ("asset_path", "usd_dir"):
+        if fixed in table:
+            raise ConfigError(f"{manifest}: assets[{index}].cfg.{fixed}: set by the pipeline; give 'source' instead")
+    table["asset_path"] = str(entry_source(library, entry))
+    table["usd_dir"] = str((build_dir / "usd" / entry.name).absolute())
+    table.setdefault("usd_file_name", f"{entry.name}.usda")
+    if entry.packages:
+        if kind != "urdf":
+            raise ConfigError(f"{manifest}: assets[{index}].packages: only URDF entries take packages")
+        table["ros_package_paths"] = [*table.get("ros_package_paths", []),
+                                      *({"name": name, "path": str((Path(library.root) / folder).absolute())}
+                                        for name, folder in sorted(entry.packages.items()))]
+    try:
+        return structure_cfg(table, cfg_class(kind), f"assets[{index}].cfg")
+    except ConfigError as exc:
+        raise ConfigError(f"{manifest}: {exc}") from None

@@ -1,0 +1,39 @@
+"""Dependency discovery: every file a source references (meshes, textures, includes), recursively.
+
+The same function serves the Python API's lazy check and doit's ``calc_dep`` scan tasks, so the two never
+disagree about what is up to date. The scanners live beside their rules (``rules/*_references.py``) so
+they resolve paths exactly as the conversion does; none imports pxr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.fingerprint import normalise
+
+
+def referenced_files(kind: str, source: str | Path, packages: dict[str, str] | None = None) -> list[str]:
+    """Normalised paths of every file ``source`` references, recursively, without the source.
+
+    Missing files are included (creating one later must count as a change); callers that need existing
+    files only (doit's file_dep) filter them.
+
+    packages: ROS package name → folder, for URDF ``package://`` URIs.
+    """
+    source = Path(source)
+    if kind == "mesh":
+        from rules.mesh_references import mesh_references
+
+        found = mesh_references(source)
+    elif kind == "urdf":
+        from rules.urdf_references import urdf_references
+
+        found = urdf_references(source, packages or {})
+    elif kind == "mjcf":
+        from rules.mjcf_references import mjcf_references
+
+        found = mjcf_references(source)
+    else:
+        raise ValueError(f"unknown kind {kind!r}")
+    own = normalise(source)
+    return sorted({normalise(p) for p in found} - {own})

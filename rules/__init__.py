@@ -1,0 +1,1 @@
+"""Conversion rules: one module per source format, plus shared USD-authoring helpers."""

@@ -1,0 +1,62 @@
+"""Names of the files a conversion writes, known before converting (doit needs its targets up front).
+
+No pxr here: the doit parent process imports this.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: Folder (relative to usd_dir) of the layers a main USD file references.
+PROPS_DIR = "Props"
+
+
+def resolve_usd_file_name(asset_path: str, usd_file_name: str | None) -> str:
+    """Isaac Lab's rule: the asset's stem + ``.usd`` when None; ``.usd`` appended unless ``.usd``/``.usda``."""
+    if usd_file_name is None:
+        return Path(asset_path).stem + ".usd"
+    if usd_file_name.endswith((".usd", ".usda")):
+        return usd_file_name
+    return usd_file_name + ".usd"
+
+
+def usd_stem(usd_file_name: str) -> str:
+    """``chair.usda`` → ``chair``."""
+    return usd_file_name.rsplit(".", 1)[0]
+
+
+def instanceable_meshes_path(usd_file_name: str) -> str:
+    """The meshes layer, relative to usd_dir: ``Props/<stem>_meshes.usd`` (binary: it holds geometry)."""
+    return f"{PROPS_DIR}/{usd_stem(usd_file_name)}_meshes.usd"
+
+
+def key_file_name(usd_file_name: str) -> str:
+    """The lazy key (hashes + cfg, TOML) written beside the output: ``<stem>.usdforge.toml``."""
+    return f"{usd_stem(usd_file_name)}.usdforge.toml"
+
+
+#: Layers of a robot's layered output (``run_asset_transformer``), relative to usd_dir, besides the
+#: interface layer ``<stem>.usda``; as Isaac Lab's asset transformer lays them out.
+ROBOT_PAYLOAD_LAYERS = (
+    "payloads/base.usda",
+    "payloads/geometry.usd",
+    "payloads/materials.usda",
+    "payloads/Physics/physics.usda",
+    "payloads/Physics/physx.usda",
+    "payloads/Physics/mujoco.usda",
+)
+
+
+def planned_outputs(kind: str, usd_file_name: str, make_instanceable: bool,
+                    run_asset_transformer: bool = False) -> list[str]:
+    """Every file (relative to usd_dir) a conversion of ``kind`` writes, the lazy key included.
+
+    Textures copied next to the output are written too but are not known before converting.
+    """
+    files = [usd_file_name, key_file_name(usd_file_name)]
+    if kind == "mesh":
+        if make_instanceable:
+            files.append(instanceable_meshes_path(usd_file_name))
+    elif run_asset_transformer:
+        files.extend(ROBOT_PAYLOAD_LAYERS)
+    return files

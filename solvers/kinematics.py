@@ -1,0 +1,475 @@
+"""Forward kinematics and the geometric Jacobian of a converted asset, in JAX.
+
+:class:`Kinematics` holds the tree as flat arrays and is a registered pytree, so it can be passed to
+(and closed over by) ``jit``/``vmap`` functions. Two views of the tree are precomputed on the host:
+
+* the *chain* from the root to the end-effector, with fixed joints folded into constant transforms, so
+  one ``lax.scan`` step per moving coordinate gives the ee pose and the Jacobian columns;
+* the *tree* of all bodies, one scan step per elementary motion or body, for :func:`forward_kinematics_all`.
+
+Every motion is expressed about/along the local z axis of a frame chosen at build time, which makes a
+step a rotation about z (two columns change) or a shift along z.
+
+Precision: arrays are float32 unless ``dtype=jnp.float64`` is asked for. float64 needs 64-bit JAX, which
+this package never switches on by itself: call ``jax.config.update("jax_enable_x64", True)`` at program
+start, or build *and* use the Kinematics inside ``with jax.enable_x64(True):``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from os import PathLike
+from typing import Any, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array, lax
+
+from .device import resolve_device
+from .rotations import matrix_to_quat
+from .usd_tree import KinematicTree, invert_transform, make_transform, quat_to_matrix, read_kinematic_tree
+
+# Rotations taking the z axis onto x, y, z (exact 0/±1 entries): a motion about axis a of a joint frame F
+# is a motion about z of the frame F @ _ALIGN[a].
+_ALIGN = (
+    np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]]),
+    np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, -1.0, 0.0]]),
+    np.eye(3),
+)
+
+
+class MimicJoint(NamedTuple):
+    """A dependent joint: ``q[name] = multiplier * q[leader] + offset`` (radians or metres)."""
+
+    name: str
+    leader: str
+    multiplier: float
+    offset: float
+
+
+@dataclass(frozen=True)
+class Kinematics:
+    """Kinematic tree of one asset plus its end-effector chain, as arrays for JAX.
+
+    Coordinates ``q`` (J,) are the independent joint values in ``joint_names`` order, in radians or metres
+    from the USD rest pose (where bodies are authored). Mimic followers are not coordinates; they are
+    listed in ``mimic``. Floating roots stay at their rest pose.
+
+    Array fields (C = moving coordinates on the ee chain, K = tree nodes, B = bodies):
+    ``lower``/``upper`` (J,) limits (±inf when unlimited); ``chain_rot`` (C+1, 3, 3) and ``chain_pos``
+    (C+1, 3) the constant transforms before each chain motion and after the last (ee offset included);
+    ``chain_revolute`` (C,) 1 for a rotation, 0 for a translation; ``chain_coupling`` (C, J) and
+    ``chain_offset`` (C,) map q to the chain motions (mimic multipliers are the entries); the ``tree_*``
+    arrays (K, ...) are the same for every node of the tree, ``tree_parent`` (K,) the parent node (K for
+    the world) and ``body_node`` (B,) the node of each body.
+    """
+
+    lower: Array
+    upper: Array
+    chain_rot: Array
+    chain_pos: Array
+    chain_revolute: Array
+    chain_coupling: Array
+    chain_offset: Array
+    tree_rot: Array
+    tree_pos: Array
+    tree_revolute: Array
+    tree_prismatic: Array
+    tree_coupling: Array
+    tree_offset: Array
+    tree_parent: Array
+    body_node: Array
+    joint_names: tuple[str, ...]
+    body_names: tuple[str, ...]
+    ee_body: str
+    mimic: tuple[MimicJoint, ...]
+
+    @property
+    def num_joints(self) -> int:
+        """J, the number of independent coordinates."""
+        return len(self.joint_names)
+
+    @property
+    def dtype(self) -> Any:
+        """Floating dtype of the arrays (float32 or float64)."""
+        return self.lower.dtype
+
+    @property
+    def chain_length(self) -> int:
+        """Number of moving coordinates between the root and the end-effector body."""
+        return int(self.chain_revolute.shape[0])
+
+    def body_index(self, name: str) -> int:
+        """Index into ``body_names`` (and the body axis of :func:`forward_kinematics_all`)."""
+        try:
+            return self.body_names.index(name)
+        except ValueError:
+            raise ValueError(f"unknown body {name!r}; available bodies: {', '.join(self.body_names)}") from None
+
+    def joint_index(self, name: str) -> int:
+        """Index of the independent coordinate ``name`` in q."""
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise ValueError(f"unknown joint {name!r}; coordinates: {', '.join(self.joint_names)}") from None
+
+    @classmethod
+    def from_usd(
+        cls,
+        path: str | PathLike[str],
+        ee_body: str,
+        *,
+        ee_offset: Sequence[float] | None = None,
+        dtype: Any = jnp.float32,
+        device: str | jax.Device | None = None,
+    ) -> "Kinematics":
+        """Read a converted asset and build the kinematics for end-effector ``ee_body``.
+
+        ``ee_body`` is a link's source name (``usdforge:sourceName``), prim name or prim path.
+        ``ee_offset`` is an optional frame in the ee body frame: (3,) position in metres, or (7,) position
+        plus quaternion (w, x, y, z); the ee pose and Jacobian are reported there. ``device``: see
+        :func:`solvers.device.resolve_device`.
+        """
+        return cls.from_tree(read_kinematic_tree(path), ee_body, ee_offset=ee_offset, dtype=dtype, device=device)
+
+    @classmethod
+    def from_tree(
+        cls,
+        tree: KinematicTree,
+        ee_body: str,
+        *,
+        ee_offset: Sequence[float] | None = None,
+        dtype: Any = jnp.float32,
+        device: str | jax.Device | None = None,
+    ) -> "Kinematics":
+        """Build from an already parsed :class:`KinematicTree` (e.g. once per dtype)."""
+        dtype = jnp.dtype(dtype)
+        if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+        if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+            raise ValueError(
+                "float64 kinematics need 64-bit JAX: call jax.config.update('jax_enable_x64', True) at "
+                "program start, or build and use the Kinematics inside `with jax.enable_x64(True):`"
+            )
+        host = _build_host_arrays(tree, tree.body_index(ee_body), _offset_transform(ee_offset))
+        dev = resolve_device(device)
+        put = lambda a: jax.device_put(jnp.asarray(a, dtype=a.dtype if a.dtype.kind == "i" else dtype), dev)  # noqa: E731
+        arrays = {k: put(v) for k, v in host.arrays.items()}
+        return cls(
+            **arrays,
+            joint_names=host.joint_names,
+            body_names=tree.body_names,
+            ee_body=tree.body_names[tree.body_index(ee_body)],
+            mimic=host.mimic,
+        )
+
+
+jax.tree_util.register_dataclass(
+    Kinematics,
+    data_fields=[
+        "lower", "upper", "chain_rot", "chain_pos", "chain_revolute", "chain_coupling", "chain_offset",
+        "tree_rot", "tree_pos", "tree_revolute", "tree_prismatic", "tree_coupling", "tree_offset",
+        "tree_parent", "body_node",
+    ],
+    meta_fields=["joint_names", "body_names", "ee_body", "mimic"],
+)
+
+
+class _HostArrays(NamedTuple):
+    arrays: dict[str, np.ndarray]
+    joint_names: tuple[str, ...]
+    mimic: tuple[MimicJoint, ...]
+
+
+def _offset_transform(ee_offset: Sequence[float] | None) -> np.ndarray:
+    if ee_offset is None:
+        return np.eye(4)
+    off = np.asarray(ee_offset, dtype=np.float64).reshape(-1)
+    if off.shape == (3,):
+        return make_transform(off, np.eye(3))
+    if off.shape == (7,):
+        return make_transform(off[:3], quat_to_matrix(off[3:]))
+    raise ValueError(f"ee_offset must have 3 (position) or 7 (position + quaternion wxyz) values, got {off.shape}")
+
+
+def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _HostArrays:
+    """Fold the tree into the chain and tree arrays (float64, NumPy)."""
+    # Independent coordinates in authored joint order; followers map onto their leaders.
+    dofs = [d for s in tree.joints for d in s.dofs]
+    joint_names = tuple(d.name for d in dofs if d.mimic is None)
+    col = {n: i for i, n in enumerate(joint_names)}
+    mimic = tuple(
+        MimicJoint(d.name, d.mimic.leader, d.mimic.multiplier, d.mimic.offset) for d in dofs if d.mimic is not None
+    )
+    by_name = {d.name: d for d in dofs}
+    n_q = len(joint_names)
+
+    def coupling(dof) -> tuple[np.ndarray, float]:
+        row = np.zeros(n_q)
+        if dof.mimic is None:
+            row[col[dof.name]] = 1.0
+            return row, 0.0
+        row[col[dof.mimic.leader]] = dof.mimic.multiplier
+        return row, dof.mimic.offset
+
+    lower = np.array([by_name[n].lower for n in joint_names])
+    upper = np.array([by_name[n].upper for n in joint_names])
+
+    def world(b: int) -> np.ndarray:
+        return tree.rest_world[b] if b >= 0 else np.eye(4)
+
+    def rest_rel(spec) -> np.ndarray:
+        return invert_transform(world(spec.parent)) @ tree.rest_world[spec.child]
+
+    # Chain: a list of constant transforms and motions, then consecutive constants folded.
+    path = tree.path_to(ee)
+    start = tree.joints[path[0]].parent if path else ee
+    items: list[Any] = [world(start)]
+    for j in path:
+        spec = tree.joints[j]
+        items += _joint_items(spec, rest_rel(spec))
+    items.append(offset)
+    consts: list[np.ndarray] = [np.eye(4)]
+    motions: list[Any] = []
+    for it in items:
+        if isinstance(it, np.ndarray):
+            consts[-1] = consts[-1] @ it
+        else:
+            motions.append(it)
+            consts.append(np.eye(4))
+    chain_rev = np.array([1.0 if m.kind == "revolute" else 0.0 for m in motions])
+    chain_c = np.array([coupling(m)[0] for m in motions]).reshape(len(motions), n_q)
+    chain_o = np.array([coupling(m)[1] for m in motions])
+
+    # Tree: one node per elementary motion and one per body (its frame), parents first.
+    node_parent: list[int] = []
+    node_t: list[np.ndarray] = []
+    node_dof: list[Any] = []
+    body_node = np.zeros(len(tree.body_names), dtype=np.int32)
+    for b in range(len(tree.body_names)):
+        j = tree.parent_joint[b]
+        parent_node = -1
+        if j < 0:
+            pending = [tree.rest_world[b]]
+        else:
+            spec = tree.joints[j]
+            parent_node = int(body_node[spec.parent]) if spec.parent >= 0 else -1
+            pending = [rest_rel(spec)]
+            for it in _joint_items(spec, np.eye(4)):
+                if isinstance(it, np.ndarray):
+                    pending.append(it)
+                    continue
+                node_parent.append(parent_node)
+                node_t.append(_product(pending))
+                node_dof.append(it)
+                parent_node = len(node_t) - 1
+                pending = []
+        node_parent.append(parent_node)
+        node_t.append(_product(pending))
+        node_dof.append(None)
+        body_node[b] = len(node_t) - 1
+    k = len(node_t)
+    tree_c = np.zeros((k, n_q))
+    tree_o = np.zeros(k)
+    for i, d in enumerate(node_dof):
+        if d is not None:
+            tree_c[i], tree_o[i] = coupling(d)
+    consts_a = np.stack(consts)
+    node_a = np.stack(node_t)
+    arrays = {
+        "lower": lower,
+        "upper": upper,
+        "chain_rot": consts_a[:, :3, :3],
+        "chain_pos": consts_a[:, :3, 3],
+        "chain_revolute": chain_rev,
+        "chain_coupling": chain_c,
+        "chain_offset": chain_o,
+        "tree_rot": node_a[:, :3, :3],
+        "tree_pos": node_a[:, :3, 3],
+        "tree_revolute": np.array([1.0 if d is not None and d.kind == "revolute" else 0.0 for d in node_dof]),
+        "tree_prismatic": np.array([1.0 if d is not None and d.kind == "prismatic" else 0.0 for d in node_dof]),
+        "tree_coupling": tree_c,
+        "tree_offset": tree_o,
+        "tree_parent": np.array([p if p >= 0 else k for p in node_parent], dtype=np.int32),
+        "body_node": body_node,
+    }
+    return _HostArrays(arrays, joint_names, mimic)
+
+
+def _joint_items(spec, rel: np.ndarray) -> list[Any]:
+    """``rel @ frame @ [align_a, motion, align_a^-1 for each dof] @ frame^-1`` as a list."""
+    if not spec.dofs:
+        return [rel]
+    items: list[Any] = [rel @ spec.frame]
+    for d in spec.dofs:
+        align = make_transform(np.zeros(3), _ALIGN[d.axis])
+        items += [align, d, invert_transform(align)]
+    items.append(invert_transform(spec.frame))
+    return items
+
+
+def _product(ts: list[np.ndarray]) -> np.ndarray:
+    out = np.eye(4)
+    for t in ts:
+        out = out @ t
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Single-configuration kernels (q: (J,)). The public functions below vmap and jit them.
+
+
+def _matmul3(a: Array, b: Array) -> Array:
+    # (3, 3) @ (3, 3) as broadcast-multiply-sum: fuses into the scan body instead of a dot call.
+    return jnp.sum(a[:, :, None] * b[None, :, :], axis=1)
+
+
+def _matvec3(a: Array, v: Array) -> Array:
+    return jnp.sum(a * v[None, :], axis=1)
+
+
+def _motion(rot: Array, pos: Array, angle: Array, shift: Array) -> tuple[Array, Array]:
+    """Frame (rot, pos) followed by a rotation ``angle`` about and a shift ``shift`` along its z axis."""
+    c, s = jnp.cos(angle), jnp.sin(angle)
+    x, y, z = rot[:, 0], rot[:, 1], rot[:, 2]
+    rot = jnp.stack([c * x + s * y, c * y - s * x, z], axis=1)
+    return rot, pos + z * shift
+
+
+def _chain_pass(kin: Kinematics, q: Array) -> tuple[Array, Array, Array, Array]:
+    """ee rotation (3, 3), ee position (3,), motion axes (C, 3) and origins (C, 3) in the world frame."""
+    qc = kin.chain_coupling @ q + kin.chain_offset
+    rev = kin.chain_revolute
+
+    def step(carry, x):
+        rot, pos = carry
+        c_rot, c_pos, is_rev, qk = x
+        pos = pos + _matvec3(rot, c_pos)
+        rot = _matmul3(rot, c_rot)
+        rot, pos = _motion(rot, pos, is_rev * qk, (1.0 - is_rev) * qk)
+        return (rot, pos), (rot[:, 2], pos)
+
+    init = (jnp.eye(3, dtype=q.dtype), jnp.zeros(3, dtype=q.dtype))
+    (rot, pos), (axes, origins) = lax.scan(step, init, (kin.chain_rot[:-1], kin.chain_pos[:-1], rev, qc))
+    ee_pos = pos + _matvec3(rot, kin.chain_pos[-1])
+    ee_rot = _matmul3(rot, kin.chain_rot[-1])
+    return ee_rot, ee_pos, axes, origins
+
+
+def _jacobian_from_chain(kin: Kinematics, ee_pos: Array, axes: Array, origins: Array) -> Array:
+    """Geometric Jacobian (6, J) at ``ee_pos``: [z × (p − o); z] for rotations, [z; 0] for shifts."""
+    rev = kin.chain_revolute[:, None]
+    lin = rev * jnp.cross(axes, ee_pos[None, :] - origins) + (1.0 - rev) * axes
+    ang = rev * axes
+    cols = jnp.concatenate([lin, ang], axis=1)  # (C, 6)
+    # Chain rule onto the independent coordinates: mimic followers add multiplier × their column.
+    return cols.T @ kin.chain_coupling
+
+
+def _ee_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array, Array]:
+    """ee position (3,), ee quaternion (4,), ee rotation (3, 3), Jacobian (6, J)."""
+    rot, pos, axes, origins = _chain_pass(kin, q)
+    return pos, matrix_to_quat(rot), rot, _jacobian_from_chain(kin, pos, axes, origins)
+
+
+def _tree_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array]:
+    """World position (B, 3) and quaternion (B, 4) of every body."""
+    qn = kin.tree_coupling @ q + kin.tree_offset
+    k = kin.tree_rot.shape[0]
+    rots = jnp.zeros((k + 1, 3, 3), q.dtype).at[k].set(jnp.eye(3, dtype=q.dtype))
+    poss = jnp.zeros((k + 1, 3), q.dtype)
+
+    def step(carry, x):
+        rots, poss = carry
+        i, parent, n_rot, n_pos, is_rev, is_pri, qk = x
+        rot, pos = rots[parent], poss[parent]
+        pos = pos + _matvec3(rot, n_pos)
+        rot = _matmul3(rot, n_rot)
+        rot, pos = _motion(rot, pos, is_rev * qk, is_pri * qk)
+        return (rots.at[i].set(rot), poss.at[i].set(pos)), None
+
+    xs = (jnp.arange(k), kin.tree_parent, kin.tree_rot, kin.tree_pos, kin.tree_revolute, kin.tree_prismatic, qn)
+    (rots, poss), _ = lax.scan(step, (rots, poss), xs)
+    return poss[kin.body_node], matrix_to_quat(rots[kin.body_node])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Public batched functions: q (..., J) with any leading shape.
+
+
+def _check_q(kin: Kinematics, q: Any) -> Array:
+    q = jnp.asarray(q)
+    if q.ndim == 0 or q.shape[-1] != kin.num_joints:
+        raise ValueError(
+            f"q must have shape (..., {kin.num_joints}) for joints {list(kin.joint_names)}, got {q.shape}"
+        )
+    return q
+
+
+def _batched(kernel):
+    """vmap ``kernel(kin, q)`` over the leading dimensions of q, casting q to the kinematics' dtype."""
+
+    def run(kin: Kinematics, q: Array):
+        q = q.astype(kin.dtype)
+        lead = q.shape[:-1]
+        out = jax.vmap(kernel, in_axes=(None, 0))(kin, q.reshape((-1, q.shape[-1])))
+        return jax.tree_util.tree_map(lambda a: a.reshape(lead + a.shape[1:]), out)
+
+    return jax.jit(run)
+
+
+_ee_batched = _batched(_ee_kernel)
+_tree_batched = _batched(_tree_kernel)
+
+
+def forward_kinematics(kin: Kinematics, q: Any) -> tuple[Array, Array]:
+    """End-effector pose in the world frame: position (..., 3) in metres, quaternion (..., 4) (w, x, y, z), w >= 0."""
+    pos, quat, _, _ = _ee_batched(kin, _check_q(kin, q))
+    return pos, quat
+
+
+def jacobian(kin: Kinematics, q: Any) -> Array:
+    """Geometric Jacobian (..., 6, J) of the ee frame origin: world frame, linear rows first.
+
+    Row block 0:3 maps q̇ to the ee origin's linear velocity (m/s), 3:6 to the angular velocity (rad/s).
+    Coordinates off the ee chain have zero columns.
+    """
+    return _ee_batched(kin, _check_q(kin, q))[3]
+
+
+def forward_kinematics_and_jacobian(kin: Kinematics, q: Any) -> tuple[Array, Array, Array]:
+    """ee position (..., 3), quaternion (..., 4) and Jacobian (..., 6, J) from one pass over the chain."""
+    pos, quat, _, jac = _ee_batched(kin, _check_q(kin, q))
+    return pos, quat, jac
+
+
+def forward_kinematics_all(kin: Kinematics, q: Any) -> tuple[Array, Array]:
+    """World pose of every body in ``kin.body_names`` order: positions (..., B, 3), quaternions (..., B, 4)."""
+    return _tree_batched(kin, _check_q(kin, q))
+
+
+def ee_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
+    """Unbatched, unjitted ee position (3,), quaternion (4,) and Jacobian (6, J) of one q (J,).
+
+    For composing inside your own ``jit``/``vmap``/``lax`` loops (``solve_ik`` uses it).
+    """
+    pos, quat, _, jac = _ee_kernel(kin, q)
+    return pos, quat, jac
+
+
+def random_configurations(kin: Kinematics, key: Array, shape: tuple[int, ...]) -> Array:
+    """Uniform samples (*shape, J) within the joint limits.
+
+    An unlimited side is replaced by a span of 2π (radians or metres) from the other side, or by
+    [-π, π] when both sides are unlimited.
+    """
+    lo, hi = np.asarray(kin.lower, np.float64), np.asarray(kin.upper, np.float64)
+    lo_ok, hi_ok = np.isfinite(lo), np.isfinite(hi)
+    lo, hi = (
+        np.where(lo_ok, lo, np.where(hi_ok, hi - 2 * math.pi, -math.pi)),
+        np.where(hi_ok, hi, np.where(lo_ok, lo + 2 * math.pi, math.pi)),
+    )
+    u = jax.random.uniform(key, shape + (kin.num_joints,), dtype=kin.dtype)
+    return jnp.asarray(lo, kin.dtype) + u * jnp.asarray(hi - lo, kin.dtype)
