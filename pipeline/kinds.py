@@ -32,7 +32,7 @@ def kind_of(source: str | Path) -> str:
             return name
     known = ", ".join(f".{e}" for kind in KINDS.values() for e in kind.extensions)
     raise ConversionError(source, f"cannot tell what to convert from the extension '.{extension}' "
-                                  f"(known: {known}; or give 'kind')")
+                                  f"(known: {known}; or give the kind explicitly)")
 
 
 def cfg_class(kind: str) -> type:

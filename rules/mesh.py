@@ -51,8 +51,7 @@ def load_parts(path: Path) -> list[MeshPart]:
     if not path.is_file():
         raise ConversionError(path, "mesh file not found")
     if extension in ASSIMP_FORMATS:
-        raise ConversionError(path, "FBX needs an assimp binding: install usdforge with the 'fbx' extra "
-                                    "(pip install 'usdforge[fbx]') or convert the file to GLB/OBJ")
+        return load_parts_with_assimp(path)
     if extension not in TRIMESH_FORMATS:
         raise ConversionError(path, f"unsupported mesh format '.{extension}' (supported: "
                                     f"{', '.join(MESH_FORMATS)})")
@@ -68,6 +67,40 @@ def load_parts(path: Path) -> list[MeshPart]:
         if not isinstance(geometry, trimesh.Trimesh) or len(geometry.faces) == 0:
             continue  # lines and point clouds carry no surface
         parts.append(MeshPart(str(node), geometry, up @ np.asarray(transform, dtype=np.float64)))
+    if not parts:
+        raise ConversionError(path, "the file holds no triangle mesh")
+    return parts
+
+
+def load_parts_with_assimp(path: Path) -> list[MeshPart]:
+    """Every mesh of a file read by assimp (FBX), node transforms baked in, with its diffuse colour.
+
+    Raises ConversionError naming the ``fbx`` extra when the assimp binding is not installed.
+    """
+    try:
+        import assimp_py
+    except ImportError:
+        raise ConversionError(path, "FBX needs an assimp binding: install usdforge with the 'fbx' extra "
+                                    "(pip install 'usdforge[fbx]') or convert the file to GLB/OBJ") from None
+    flags = (assimp_py.Process_Triangulate | assimp_py.Process_JoinIdenticalVertices
+             | assimp_py.Process_PreTransformVertices)
+    try:
+        scene = assimp_py.import_file(str(path), flags)
+    except Exception as exc:  # noqa: BLE001 - assimp reports every failure as a generic error
+        raise ConversionError(path, f"cannot read mesh with assimp ({exc})") from None
+    parts = []
+    for index, mesh in enumerate(scene.meshes):
+        vertices = np.asarray(mesh.vertices, dtype=np.float64).reshape(-1, 3)
+        faces = np.asarray(mesh.indices, dtype=np.int64).reshape(-1, 3)
+        if len(faces) == 0:
+            continue
+        part = trimesh.Trimesh(vertices, faces, process=False)
+        material = scene.materials[mesh.material_index] if mesh.material_index < len(scene.materials) else {}
+        diffuse = material.get("COLOR_DIFFUSE")
+        if diffuse is not None:
+            rgba = [*diffuse[:3], material.get("OPACITY", 1.0)]
+            part.visual = trimesh.visual.ColorVisuals(part, face_colors=np.round(np.array(rgba) * 255).astype(np.uint8))
+        parts.append(MeshPart(mesh.name or f"mesh_{index}", part, np.eye(4)))
     if not parts:
         raise ConversionError(path, "the file holds no triangle mesh")
     return parts

@@ -1,0 +1,18 @@
+"""Shared fixtures: the ../shared test material (fails loudly when missing) and small mesh fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """``../shared`` beside the checkout; the tests that need it fail (not skip) without it."""
+    if not (SHARED / "corpus" / "MANIFEST.json").is_file():
+        pytest.fail(f"test material missing: expected {SHARED}/corpus (the ../shared folder beside the checkout)")
+    return SHARED

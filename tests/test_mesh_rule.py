@@ -1,0 +1,200 @@
+"""Mesh → USD: every format, read back with pxr and UsdPhysics' own parser, against trimesh."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import trimesh
+from pxr import Usd, UsdGeom, UsdPhysics
+
+from meshes import box_mesh, write_mesh
+from pipeline import MeshConverter
+from rules.errors import ConversionError
+from schemas import (CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg, MeshConverterCfg,
+                     RigidBodyBaseCfg)
+
+FORMATS = ["obj", "stl", "stl_ascii", "ply", "off", "glb", "gltf", "dae"]
+Y_UP_TO_Z_UP = trimesh.transformations.rotation_matrix(np.pi / 2, [1, 0, 0])
+
+
+def physics_cfg(asset: Path, usd_dir: Path, **overrides) -> MeshConverterCfg:
+    values = dict(asset_path=str(asset), usd_dir=str(usd_dir), mass_props=MassPropertiesCfg(mass=2.0),
+                  rigid_props=RigidBodyBaseCfg(rigid_body_enabled=True),
+                  collision_props=CollisionBaseCfg(collision_enabled=True),
+                  mesh_collision_props=MeshCollisionBaseCfg(mesh_approximation_name="convexHull"))
+    values.update(overrides)
+    return MeshConverterCfg(**values)
+
+
+def mesh_points_world(stage: Usd.Stage) -> np.ndarray:
+    """Every mesh point of the stage in world space (instance proxies included)."""
+    cache = UsdGeom.XformCache()
+    points = []
+    for prim in Usd.PrimRange(stage.GetPseudoRoot(), Usd.TraverseInstanceProxies()):
+        if prim.IsA(UsdGeom.Mesh):
+            local = np.asarray(UsdGeom.Mesh(prim).GetPointsAttr().Get(), dtype=np.float64)
+            matrix = np.asarray(cache.GetLocalToWorldTransform(prim), dtype=np.float64)  # row vectors
+            points.append(np.c_[local, np.ones(len(local))] @ matrix)
+    return np.concatenate(points)[:, :3]
+
+
+def load_physics(stage: Usd.Stage) -> dict:
+    parse = getattr(UsdPhysics, "UsdPhysicsLoadStageFromPrimRange", None) or UsdPhysics.LoadUsdPhysicsFromRange
+    return parse(stage, ["/"])
+
+
+@pytest.mark.parametrize("extension", FORMATS)
+@pytest.mark.parametrize("instanceable", [True, False])
+def test_every_format_converts_with_points_bounds_and_mass_of_trimesh(tmp_path, extension, instanceable):
+    source = write_mesh(tmp_path, extension)
+    cfg = physics_cfg(source, tmp_path / "out", make_instanceable=instanceable,
+                      translation=(1.0, 2.0, 3.0), rotation=(0.0, 0.0, np.sin(np.pi / 8), np.cos(np.pi / 8)),
+                      scale=(2.0, 1.0, 0.5))
+    converter = MeshConverter(cfg)
+    stage = Usd.Stage.Open(converter.usd_path)
+    assert UsdGeom.GetStageUpAxis(stage) == "Z" and UsdGeom.GetStageMetersPerUnit(stage) == 1.0
+    assert UsdPhysics.GetStageKilogramsPerUnit(stage) == 1.0
+    root = stage.GetDefaultPrim()
+    assert root.GetPath() == "/box" or root.GetName().startswith("box")
+
+    # The reference: trimesh's mesh, with glTF turned Z-up, then the cfg's transform.
+    expected = box_mesh()
+    if extension in ("glb", "gltf"):
+        expected.apply_transform(Y_UP_TO_Z_UP)
+    x, y, z, w = cfg.rotation
+    transform = trimesh.transformations.quaternion_matrix([w, x, y, z])
+    transform[:3, :3] = transform[:3, :3] @ np.diag(cfg.scale)
+    transform[:3, 3] = cfg.translation
+    expected.apply_transform(transform)
+
+    points = mesh_points_world(stage)
+    assert len(points) == len(expected.vertices)
+    np.testing.assert_allclose(points.min(0), expected.bounds[0], atol=1e-5)
+    np.testing.assert_allclose(points.max(0), expected.bounds[1], atol=1e-5)
+
+    physics = load_physics(stage)
+    bodies = physics[UsdPhysics.ObjectType.RigidBody][0]
+    assert [str(p) for p in bodies] == [str(root.GetPath())]
+    assert len(physics[UsdPhysics.ObjectType.MeshShape][0]) == 1
+    mass = UsdPhysics.MassAPI(root)
+    assert mass.GetMassAttr().Get() == pytest.approx(2.0)
+    expected.density = 2.0 / expected.volume
+    np.testing.assert_allclose(np.asarray(mass.GetCenterOfMassAttr().Get()), expected.center_mass, atol=1e-5)
+    moments = np.sort(np.asarray(mass.GetDiagonalInertiaAttr().Get()))
+    np.testing.assert_allclose(moments, np.sort(np.linalg.eigvalsh(expected.moment_inertia)), rtol=1e-5)
+    mesh_prim = next(p for p in Usd.PrimRange(stage.GetPseudoRoot(), Usd.TraverseInstanceProxies())
+                     if p.IsA(UsdGeom.Mesh))
+    assert UsdPhysics.MeshCollisionAPI(mesh_prim).GetApproximationAttr().Get() == "convexHull"
+    assert mesh_prim.HasAPI(UsdPhysics.CollisionAPI)
+    assert root.GetChild("geometry").IsInstance() == instanceable
+
+
+def test_principal_axes_rotate_the_diagonal_inertia_back_to_trimesh_tensor(tmp_path):
+    # A rotated box has a full inertia tensor: diagonalInertia + principalAxes must reproduce it.
+    source = write_mesh(tmp_path, "stl")
+    cfg = physics_cfg(source, tmp_path / "out", rotation=(0.3, 0.2, 0.1, float(np.sqrt(1 - 0.14))))
+    stage = Usd.Stage.Open(MeshConverter(cfg).usd_path)
+    mass = UsdPhysics.MassAPI(stage.GetDefaultPrim())
+    quat = mass.GetPrincipalAxesAttr().Get()
+    rotation = trimesh.transformations.quaternion_matrix([quat.GetReal(), *quat.GetImaginary()])[:3, :3]
+    tensor = rotation @ np.diag(np.asarray(mass.GetDiagonalInertiaAttr().Get())) @ rotation.T
+    expected = box_mesh()
+    x, y, z, w = cfg.rotation
+    expected.apply_transform(trimesh.transformations.quaternion_matrix([w, x, y, z]))
+    expected.density = 2.0 / expected.volume
+    np.testing.assert_allclose(tensor, expected.moment_inertia, atol=1e-6)
+
+
+def test_multi_part_glb_keeps_one_mesh_prim_per_part_with_its_transform(tmp_path):
+    scene = trimesh.Scene()
+    scene.add_geometry(trimesh.creation.box(extents=[1, 1, 1]), node_name="body")
+    scene.add_geometry(trimesh.creation.icosphere(radius=0.5), node_name="knob",
+                       transform=trimesh.transformations.translation_matrix([0, 2, 0]))
+    source = tmp_path / "scene.glb"
+    source.write_bytes(scene.export(file_type="glb"))
+    stage = Usd.Stage.Open(MeshConverter(MeshConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "o"),
+                                                          make_instanceable=False)).usd_path)
+    meshes = {p.GetName(): p for p in stage.Traverse() if p.IsA(UsdGeom.Mesh)}
+    assert set(meshes) == {"body", "knob"}
+    knob_world = UsdGeom.XformCache().GetLocalToWorldTransform(meshes["knob"]).ExtractTranslation()
+    # glTF's +Y up becomes +Z up.
+    np.testing.assert_allclose(np.asarray(knob_world), [0, 0, 2], atol=1e-6)
+
+
+def test_instanceable_output_still_resolves_after_moving_the_folder(tmp_path):
+    source = write_mesh(tmp_path, "stl")
+    converter = MeshConverter(physics_cfg(source, tmp_path / "out"))
+    assert converter.usd_instanceable_meshes_path == "Props/box_meshes.usd"
+    moved = tmp_path / "elsewhere" / "moved"
+    moved.parent.mkdir()
+    shutil.move(converter.usd_dir, moved)
+    stage = Usd.Stage.Open(str(moved / converter.usd_file_name))
+    assert len(mesh_points_world(stage)) == 8
+    geometry = stage.GetDefaultPrim().GetChild("geometry")
+    assert geometry.IsInstance() and geometry.GetPrototype().IsValid()
+
+
+def test_colour_and_texture_become_preview_materials(tmp_path):
+    from PIL import Image
+
+    mesh = trimesh.creation.box()
+    uv = np.random.default_rng(0).random((len(mesh.vertices), 2))
+    image = Image.new("RGB", (4, 4), (10, 200, 30))
+    mesh.visual = trimesh.visual.TextureVisuals(uv=uv, image=image)
+    source = tmp_path / "textured.glb"
+    source.write_bytes(trimesh.Scene(mesh).export(file_type="glb"))
+    converter = MeshConverter(MeshConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "o")))
+    stage = Usd.Stage.Open(converter.usd_path)
+    shaders = [p for p in Usd.PrimRange(stage.GetPseudoRoot(), Usd.TraverseInstanceProxies())
+               if p.GetTypeName() == "Shader"]
+    ids = {p.GetAttribute("info:id").Get() for p in shaders}
+    assert {"UsdPreviewSurface", "UsdUVTexture"} <= ids
+    texture = next(p for p in shaders if p.GetAttribute("info:id").Get() == "UsdUVTexture")
+    resolved = texture.GetAttribute("inputs:file").Get().resolvedPath
+    assert resolved and Path(resolved).is_file()
+    assert Image.open(resolved).getpixel((0, 0))[:3] == (10, 200, 30)
+
+
+def test_converting_twice_gives_byte_identical_files(tmp_path):
+    source = write_mesh(tmp_path, "glb")
+    first = MeshConverter(physics_cfg(source, tmp_path / "a"))
+    second = MeshConverter(physics_cfg(source, tmp_path / "b"))
+    for name in (first.usd_file_name, first.usd_instanceable_meshes_path):
+        assert (Path(first.usd_dir) / name).read_bytes() == (Path(second.usd_dir) / name).read_bytes()
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"solid nothing\nendsolid nothing\n", "holds no triangle mesh"),
+    (b"\x00\x01 not a mesh at all", "cannot read"),
+])
+def test_corrupt_mesh_is_one_error_naming_the_file_and_nothing_is_written(tmp_path, content, message):
+    source = tmp_path / "broken.stl" if content.startswith(b"solid") else tmp_path / "broken.glb"
+    source.write_bytes(content)
+    with pytest.raises(ConversionError, match=message) as caught:
+        MeshConverter(MeshConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out")))
+    assert str(source) in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
+
+
+def test_fbx_without_the_extra_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "assimp_py", None)  # as if the fbx extra were not installed
+    source = tmp_path / "model.fbx"
+    source.write_bytes(b"Kaydara FBX Binary  \x00")
+    with pytest.raises(ConversionError, match=r"usdforge\[fbx\]"):
+        MeshConverter(MeshConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out")))
+
+
+def test_assimp_reader_gives_trimesh_geometry(tmp_path):
+    # No FBX writer exists on PyPI, so the assimp path is checked on an OBJ (assimp reads both).
+    from rules.mesh import load_parts_with_assimp
+
+    parts = load_parts_with_assimp(write_mesh(tmp_path, "obj"))
+    merged = trimesh.util.concatenate([p.mesh for p in parts])
+    np.testing.assert_allclose(merged.bounds, box_mesh().bounds, atol=1e-6)
+    assert merged.volume == pytest.approx(box_mesh().volume)
