@@ -1,0 +1,71 @@
+"""`usdforge convert`: one-off conversions, laziness, and one-line errors with a non-zero exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from pxr import Usd
+
+from meshes import write_mesh
+
+
+def usdforge(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=120)
+
+
+def test_convert_writes_the_usd_and_is_lazy_then_force_converts(tmp_path):
+    source = write_mesh(tmp_path, "stl")
+    first = usdforge("convert", str(source), str(tmp_path / "out"))
+    assert first.returncode == 0, first.stderr
+    usd = tmp_path / "out" / "box.usd"
+    assert first.stdout.strip() == str(usd) and Usd.Stage.Open(str(usd)).GetDefaultPrim()
+    second = usdforge("convert", str(source), str(tmp_path / "out"))
+    assert second.returncode == 0 and "converting" not in second.stderr
+    forced = usdforge("convert", str(source), str(tmp_path / "out"), "--force")
+    assert forced.returncode == 0 and "force_usd_conversion" in forced.stderr
+
+
+def test_config_file_sets_cfg_fields(tmp_path):
+    source = write_mesh(tmp_path, "stl")
+    config = tmp_path / "cfg.toml"
+    config.write_text('make_instanceable = false\nmass_props = { mass = 3.0 }\nrigid_props = { rigid_body_enabled = true }\n')
+    result = usdforge("convert", str(source), str(tmp_path / "out"), "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    stage = Usd.Stage.Open(str(tmp_path / "out" / "box.usd"))
+    assert stage.GetDefaultPrim().GetAttribute("physics:mass").Get() == 3.0
+    assert not (tmp_path / "out" / "Props").exists()
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("usdforge: error:")]
+    assert len(errors) == 1 and "Traceback" not in result.stderr
+    return errors[0]
+
+
+def test_user_errors_are_one_line_and_write_nothing(tmp_path):
+    source = write_mesh(tmp_path, "stl")
+    bad_config = tmp_path / "bad.toml"
+    bad_config.write_text("scale = [0, 1, 1]\n")
+    assert "does not exist" in one_line_error(usdforge("convert", str(tmp_path / "nope.stl"), str(tmp_path / "o1")))
+    assert f"{bad_config}: scale: expected 3 finite non-zero" in one_line_error(
+        usdforge("convert", str(source), str(tmp_path / "o2"), "--config", str(bad_config)))
+    corrupt = tmp_path / "corrupt.stl"
+    corrupt.write_bytes(b"\x00\x01")
+    assert str(corrupt) in one_line_error(usdforge("convert", str(corrupt), str(tmp_path / "o3")))
+    assert "extension" in one_line_error(usdforge("convert", str(tmp_path / "x.xyz"), str(tmp_path / "o4")))
+    assert "only URDF" in one_line_error(usdforge("convert", str(source), str(tmp_path / "o5"), "--package", "a=b"))
+    for name in ("o1", "o2", "o3", "o4", "o5"):
+        assert not (tmp_path / name).exists()
+    usage = usdforge("convert", str(source))
+    assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
+def test_help_names_every_option():
+    text = usdforge("convert", "--help").stdout
+    for option in ("--package", "--config", "--force", "IN", "OUT_DIR"):
+        assert option in text

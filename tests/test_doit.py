@@ -1,0 +1,171 @@
+"""`doit convert` end to end in a temporary folder: first build, no-ops, edits, -n 2, errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from meshes import write_mesh
+from test_lazy import textured_obj
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def doit(workdir: Path, *args: str, library: Path | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "doit", "-f", str(REPO / "dodo.py"), "-d", str(workdir), *args]
+    if library is not None:
+        command.append(f"library={library}")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+
+def executed(result: subprocess.CompletedProcess) -> list[str]:
+    """The convert tasks doit ran (".  convert:x"); "-- " marks an up-to-date one."""
+    return sorted(line[3:].strip() for line in result.stdout.splitlines() if line.startswith(".  convert:"))
+
+
+@pytest.fixture
+def project(tmp_path) -> tuple[Path, Path]:
+    """A work folder with a three-entry library: a textured OBJ and two STLs sharing nothing."""
+    meshes = tmp_path / "lib" / "meshes"
+    meshes.mkdir(parents=True)
+    textured_obj(meshes)
+    write_mesh(meshes, "stl")
+    write_mesh(meshes, "ply")
+    library = tmp_path / "lib" / "library.toml"
+    library.write_text("""
+[[assets]]
+name = "crate"
+source = "meshes/crate.obj"
+[assets.cfg]
+mass_props = { mass = 1.0 }
+
+[[assets]]
+name = "box"
+source = "meshes/box.stl"
+
+[[assets]]
+name = "ply_box"
+source = "meshes/box.ply"
+[assets.cfg]
+make_instanceable = false
+""")
+    work = tmp_path / "work"
+    work.mkdir()
+    return work, library
+
+
+def test_build_noop_touch_and_edit_rerun_only_dependents(project):
+    work, library = project
+    first = doit(work, "convert", library=library)
+    assert first.returncode == 0, first.stderr
+    assert executed(first) == ["convert:box", "convert:crate", "convert:ply_box"]
+    assert (work / "build/usd/crate/crate.usda").is_file()
+    assert (work / "build/usd/box/Props/box_meshes.usd").is_file()
+
+    noop = doit(work, "convert", library=library)
+    assert noop.returncode == 0 and executed(noop) == []
+
+    later = time.time() + 5
+    for path in (library.parent / "meshes").iterdir():
+        os.utime(path, (later, later))
+    touched = doit(work, "convert", library=library)
+    assert touched.returncode == 0 and executed(touched) == []
+
+    (library.parent / "meshes/crate.mtl").write_text("newmtl wood\nKd 0.1 0.9 0.2\nmap_Kd wood.png\n")
+    edited = doit(work, "convert", library=library)
+    assert edited.returncode == 0 and executed(edited) == ["convert:crate"]
+
+    (library.parent / "meshes/unrelated.txt").write_text("not referenced")
+    assert executed(doit(work, "convert", library=library)) == []
+
+
+def test_hand_edited_output_is_rebuilt(project):
+    work, library = project
+    assert doit(work, "convert", library=library).returncode == 0
+    output = work / "build/usd/box/box.usda"
+    output.write_text(output.read_text().replace("box", "bux"))
+    again = doit(work, "convert", library=library)
+    assert executed(again) == ["convert:box"]
+    assert "bux" not in output.read_text()
+
+
+def test_cfg_edit_reruns_that_entry_only(project):
+    work, library = project
+    assert doit(work, "convert", library=library).returncode == 0
+    library.write_text(library.read_text().replace("mass = 1.0", "mass = 3.0"))
+    assert executed(doit(work, "convert", library=library)) == ["convert:crate"]
+
+
+def test_parallel_build_equals_serial_build_byte_for_byte(project, tmp_path):
+    work, library = project
+    parallel_work = tmp_path / "parallel"
+    parallel_work.mkdir()
+    assert doit(work, "convert", library=library).returncode == 0
+    result = doit(parallel_work, "-n", "2", "convert", library=library)
+    assert result.returncode == 0, result.stderr
+    serial = {p.relative_to(work / "build/usd"): p.read_bytes() for p in (work / "build/usd").rglob("*")
+              if p.is_file() and not p.name.endswith(".usdforge.toml")}
+    parallel = {p.relative_to(parallel_work / "build/usd"): p.read_bytes()
+                for p in (parallel_work / "build/usd").rglob("*")
+                if p.is_file() and not p.name.endswith(".usdforge.toml")}
+    assert serial.keys() == parallel.keys() and serial == parallel
+
+
+def test_list_and_clean(project):
+    work, library = project
+    listing = doit(work, "list", library=library)
+    assert listing.returncode == 0 and "convert" in listing.stdout
+    assert doit(work, "convert", library=library).returncode == 0
+    cleaned = doit(work, "clean", "convert", library=library)
+    assert cleaned.returncode == 0
+    assert not (work / "build/usd/box/box.usda").exists()
+
+
+def test_bad_cfg_is_one_line_naming_the_field_and_other_entries_build_with_continue(project):
+    work, library = project
+    library.write_text(library.read_text().replace('source = "meshes/box.stl"',
+                                                   'source = "meshes/box.stl"\n[assets.cfg]\nscale = [0.0, 1.0, 1.0]'))
+    result = doit(work, "--continue", "convert", library=library)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "assets[1].cfg.scale: expected 3 finite non-zero scale factors, found (0.0, 1.0, 1.0)" in output
+    assert "Traceback" not in output
+    assert not (work / "build/usd/box").exists()
+    assert (work / "build/usd/crate/crate.usda").is_file() and (work / "build/usd/ply_box/ply_box.usda").is_file()
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_bad_mesh_fails_its_entry_only(project, damage):
+    work, library = project
+    mesh = library.parent / "meshes/box.stl"
+    if damage == "corrupt":
+        mesh.write_bytes(b"\x00\x01 not an stl")
+    else:
+        mesh.unlink()
+    result = doit(work, "--continue", "convert", library=library)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in output
+    assert str(mesh) in output
+    assert not (work / "build/usd/box").exists()
+    assert (work / "build/usd/crate/crate.usda").is_file()
+
+
+def test_broken_manifest_is_one_error(tmp_path):
+    library = tmp_path / "library.toml"
+    library.write_text("[[assets]]\nname = 'x'\nsource = \n")
+    result = doit(tmp_path, "convert", library=library)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "not valid TOML" in output and "Traceback" not in output
+
+
+def test_embedded_library_builds(tmp_path):
+    result = doit(tmp_path, "convert", library=REPO / "assets/library.toml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    built = sorted(p.name for p in (tmp_path / "build/usd").iterdir())
+    assert {"mug", "plate", "ball", "cone", "crate", "table"} <= set(built)
