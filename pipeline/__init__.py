@@ -1,8 +1,28 @@
 """The build-system integration: library manifest, dependency discovery, fingerprints, doit tasks, the
-lazy converter API and the ``usdforge`` command line. Importing it does not import pxr."""
+lazy converter API and the ``usdforge`` command line.
 
-from pipeline.converters import (AssetConverterBase, MeshConverter, MjcfConverter, UrdfConverter,
-                                 converter_for)
-from pipeline.manifest import Library, LibraryEntry, entry_cfg, load_library
-from pipeline.references import referenced_files
-from pipeline.tasks import convert_tasks
+Names are imported on first use, so that doit's task loader (``dodo.py`` → ``pipeline.tasks``) pays only
+for what a no-op run needs; importing pipeline never imports pxr.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "AssetConverterBase": "pipeline.converters", "MeshConverter": "pipeline.converters",
+    "UrdfConverter": "pipeline.converters", "MjcfConverter": "pipeline.converters",
+    "converter_for": "pipeline.converters",
+    "Library": "pipeline.manifest", "LibraryEntry": "pipeline.manifest", "load_library": "pipeline.manifest",
+    "entry_cfg": "pipeline.manifest",
+    "referenced_files": "pipeline.references",
+    "convert_tasks": "pipeline.tasks",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -26,8 +26,6 @@ from rules.errors import ConversionError
 from schemas import ConfigError, structure_cfg
 from schemas.validators import FieldValueError
 
-#: Where outputs go, relative to the project folder: ``build/usd/<name>/``.
-DEFAULT_BUILD_DIR = Path("build")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -101,7 +99,7 @@ def entry_kind(library: Library, entry: LibraryEntry) -> str:
     return entry.kind or kind_of(entry_source(library, entry))
 
 
-def entry_cfg(library: Library, entry: LibraryEntry, index: int, build_dir: Path = DEFAULT_BUILD_DIR,
+def entry_cfg(library: Library, entry: LibraryEntry, index: int, build_dir: Path = Path("build"),
               manifest: str | Path = "library") -> Any:
     """The converter cfg of an entry: its ``cfg`` table plus asset_path, usd_dir (``build/usd/<name>``),
     usd_file_name (``<name>.usda`` unless the table says) and, for URDF, the entry's packages.

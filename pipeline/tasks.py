@@ -16,19 +16,21 @@ from typing import Any, Iterator
 from doit.exceptions import TaskFailed
 from doit.tools import config_changed
 
-from pipeline.fingerprint import file_digest, normalise
-from pipeline.manifest import DEFAULT_BUILD_DIR, entry_cfg, entry_kind, entry_source, load_library
-from pipeline.references import referenced_files
-from rules.errors import ConversionError
-from rules.outputs import key_file_name, planned_outputs
-from schemas import ConfigError, cfg_to_json, config_digest
+from pipeline.fingerprint import file_digest
+from pipeline.task_specs import task_specs
 
 #: The manifest ``doit convert`` reads unless ``library=PATH`` is given on the command line.
 DEFAULT_LIBRARY = Path("assets/library.toml")
+#: Outputs go to ``<build>/usd/<name>/``; doit's state and caches live in the build folder too.
+DEFAULT_BUILD_DIR = Path("build")
 
 
 def scan_references(kind: str, source: str, packages: dict[str, str]) -> dict[str, Any]:
     """doit calc_dep action: ``file_dep`` = referenced files that exist; ``scanned`` = their stamps."""
+    from pipeline.references import referenced_files
+    from rules.errors import ConversionError
+    from schemas import ConfigError
+
     try:
         found = referenced_files(kind, source, packages)
     except (ConversionError, ConfigError, OSError) as exc:
@@ -70,29 +72,44 @@ def _stamp_fast(path: str) -> list[int]:
     return [stat.st_mtime_ns, stat.st_size]
 
 
-def outputs_intact(key_path: str) -> bool:
+def outputs_intact(task: Any, values: dict[str, Any]) -> bool:
     """doit uptodate check: the outputs are as the last conversion wrote them (doit itself only checks
-    that targets exist, so a hand-edited or truncated output would otherwise never be rebuilt)."""
-    from pipeline.lazy import read_key
+    that targets exist, so a hand-edited or truncated output would otherwise never be rebuilt).
 
-    key = read_key(Path(key_path))
-    if key is None:
+    The conversion saved each output's stamp in doit's state; contents are hashed only when a
+    modification time or size moved, so a no-op run reads no output.
+    """
+    outputs = values.get("outputs")
+    if not outputs:
         return False
-    usd_dir = Path(key_path).parent
-    return all(file_digest(usd_dir / name) == sha for name, sha in key.outputs.items())
+    for path, (mtime, size, sha) in outputs.items():
+        current = _stamp_fast(path)
+        if current == [mtime, size]:
+            continue
+        if current[1] < 0 or file_digest(path) != sha:
+            return False
+    return True
 
 
 def run_conversion(kind: str, cfg_json: str) -> dict[str, str] | TaskFailed:
     """doit action: convert one entry through the lazy Python API (same key, same digest)."""
     from pipeline.converters import converter_for
     from pipeline.kinds import cfg_class
-    from schemas import cfg_from_json
+    from rules.errors import ConversionError
+    from schemas import ConfigError, cfg_from_json
 
     try:
         converter = converter_for(kind)(cfg_from_json(cfg_json, cfg_class(kind)))
     except (ConfigError, ConversionError, ValueError) as exc:
         return TaskFailed(str(exc))
-    return {"usd_path": converter.usd_path}
+    from pipeline.lazy import read_key
+    from rules.outputs import key_file_name
+
+    usd_dir = Path(converter.usd_dir)
+    key_path = usd_dir / key_file_name(converter.usd_file_name)
+    key = read_key(key_path)
+    written = [key_path, *(usd_dir / name for name in (key.outputs if key else {}))]
+    return {"usd_path": converter.usd_path, "outputs": {str(p): _stamp(str(p)) for p in written}}
 
 
 def report_error(message: str) -> TaskFailed:
@@ -103,36 +120,20 @@ def report_error(message: str) -> TaskFailed:
 def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY,
                   build_dir: str | Path = DEFAULT_BUILD_DIR) -> Iterator[dict[str, Any]]:
     """The ``convert`` (and ``scan``) subtasks for every entry of the manifest at ``library_path``."""
-    build_dir = Path(build_dir)
-    try:
-        library = load_library(library_path)
-    except ConfigError as exc:
-        yield {"basename": "convert", "name": "library", "actions": [(report_error, [str(exc)])],
-               "doc": "the library manifest has an error", "verbosity": 2}
-        return
-    for index, entry in enumerate(library.assets):
-        try:
-            kind = entry_kind(library, entry)
-            cfg = entry_cfg(library, entry, index, build_dir, library_path)
-        except (ConfigError, ConversionError) as exc:
-            yield {"basename": "convert", "name": entry.name, "actions": [(report_error, [str(exc)])],
-                   "doc": f"{entry.source} (misconfigured)"}
+    for spec in task_specs(library_path, build_dir):
+        if "error" in spec:
+            yield {"basename": "convert", "name": spec["name"], "actions": [(report_error, [spec["error"]])],
+                   "doc": spec["doc"], "verbosity": 2}
             continue
-        source = normalise(entry_source(library, entry))
-        packages = {item["name"]: item["path"] for item in getattr(cfg, "ros_package_paths", None) or []}
-        usd_dir = Path(cfg.usd_dir)
-        targets = [normalise(usd_dir / name) for name in planned_outputs(
-            kind, cfg.usd_file_name, cfg.make_instanceable, getattr(cfg, "run_asset_transformer", False))]
-        yield {"basename": "scan", "name": entry.name, "file_dep": [source],
-               "actions": [(scan_references, [kind, source, packages])],
-               "uptodate": [references_unchanged], "doc": f"find the files {entry.source} references",
+        name = spec["name"]
+        yield {"basename": "scan", "name": name, "file_dep": [spec["source"]],
+               "actions": [(scan_references, [spec["kind"], spec["source"], spec["packages"]])],
+               "uptodate": [references_unchanged], "doc": f"find the files {name}'s source references",
                "verbosity": 0}
         yield {
-            "basename": "convert", "name": entry.name,
-            "doc": f"{entry.source} → {usd_dir / cfg.usd_file_name}",
-            "file_dep": [source], "calc_dep": [f"scan:{entry.name}"],
-            "uptodate": [config_changed(config_digest(cfg, kind)),
-                         (outputs_intact, [normalise(usd_dir / key_file_name(cfg.usd_file_name))])],
-            "targets": targets, "clean": True,
-            "actions": [(run_conversion, [kind, cfg_to_json(cfg)])],
+            "basename": "convert", "name": name, "doc": spec["doc"],
+            "file_dep": [spec["source"]], "calc_dep": [f"scan:{name}"],
+            "uptodate": [config_changed(spec["digest"]), outputs_intact],
+            "targets": spec["targets"], "clean": True,
+            "actions": [(run_conversion, [spec["kind"], spec["cfg_json"]])],
         }
