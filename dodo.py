@@ -1,13 +1,14 @@
 """usdforge's task graph. `doit convert` builds every entry of assets/library.toml into build/usd/.
 
-`doit convert library=PATH` builds another manifest; `doit list` shows the tasks.
+`doit convert library=PATH` builds another manifest; `doit ik` runs the IK study of every entry with an
+`ee_body`; `doit list` shows the tasks.
 """
 
 from pathlib import Path
 
 from doit import get_var
 
-from pipeline.tasks import DEFAULT_LIBRARY, convert_tasks
+from pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
 
 Path("build").mkdir(exist_ok=True)
 
@@ -22,3 +23,8 @@ DOIT_CONFIG = {
 def task_convert():
     """Convert every library entry to USD (one subtask per entry)."""
     yield from convert_tasks(get_var("library", str(DEFAULT_LIBRARY)))
+
+
+def task_ik():
+    """Run the seeded IK study of every entry with an ee_body; JSON report next to its USD."""
+    yield from ik_tasks(get_var("library", str(DEFAULT_LIBRARY)))

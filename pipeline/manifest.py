@@ -7,6 +7,7 @@ source = "meshes/chair.obj"         # relative to the manifest's folder, or abso
 kind = "mesh"                       # optional: derived from the extension (mesh, urdf, mjcf)
 packages = { my_robot = "../robots/my_robot" }   # URDF package:// roots
 ee_body = "hand"                    # optional: end-effector body, for `doit ik`
+ik = { num_targets = 1024 }         # optional: settings of the IK study (IkStudyCfg)
 [assets.cfg]                        # overrides of the converter cfg's fields
 mass_props = { mass = 2.0 }
 ```
@@ -40,6 +41,28 @@ def _valid_kind(instance: Any, attribute: Any, value: str | None) -> None:
 
 
 @attrs.frozen(kw_only=True)
+class IkStudyCfg:
+    """The seeded IK study ``doit ik`` runs on an entry that names an ``ee_body`` (see solvers.ik_report).
+
+    num_targets: reachable targets (FK of random in-limit configurations). Default 4096.
+    seed: random seed of the targets and the perturbed starts. Default 0.
+    iterations: step cap from the perturbed starts (≤ ``perturbation`` rad or m per joint). Default 20.
+    home_iterations: step cap from the rest pose. Default 200.
+    perturbation: largest start perturbation per joint, rad or m. Default 0.2.
+    method: "dls", "pinv", "svd" or "trans". Default "dls".
+    dtype: "float32" or "float64". Default "float32".
+    """
+
+    num_targets: int = 4096
+    seed: int = 0
+    iterations: int = 20
+    home_iterations: int = 200
+    perturbation: float = 0.2
+    method: str = "dls"
+    dtype: str = "float32"
+
+
+@attrs.frozen(kw_only=True)
 class LibraryEntry:
     """One asset of the library.
 
@@ -48,6 +71,7 @@ class LibraryEntry:
     kind: "mesh", "urdf" or "mjcf". Default None: from the source's extension.
     packages: ROS package name → folder (relative to the manifest) for URDF ``package://``. Default empty.
     ee_body: End-effector body (source name) for ``doit ik``. Default None: no IK study for this entry.
+    ik: Settings of the IK study. Default ``IkStudyCfg()``.
     cfg: Overrides of the converter cfg's fields (asset_path and usd_dir are set by the pipeline).
     """
 
@@ -56,6 +80,7 @@ class LibraryEntry:
     kind: str | None = attrs.field(default=None, validator=_valid_kind)
     packages: dict[str, str] = attrs.field(factory=dict)
     ee_body: str | None = None
+    ik: IkStudyCfg = attrs.field(factory=IkStudyCfg)
     cfg: dict[str, Any] = attrs.field(factory=dict)
 
 

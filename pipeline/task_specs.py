@@ -33,6 +33,8 @@ def _code_stamp() -> list[Any]:
 
 def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
     """One spec per entry: kind, source, packages, cfg (JSON), digest, targets, key path; or an error."""
+    import attrs
+
     from pipeline.manifest import entry_cfg, entry_kind, entry_source, load_library
     from rules.errors import ConversionError
     from rules.outputs import key_file_name, planned_outputs
@@ -59,7 +61,8 @@ def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
             "cfg_json": cfg_to_json(cfg), "digest": config_digest(cfg, kind),
             "targets": [normalise(usd_dir / name) for name in outputs],
             "key_path": normalise(usd_dir / key_file_name(cfg.usd_file_name)),
-            "ee_body": entry.ee_body, "usd_path": normalise(usd_dir / cfg.usd_file_name),
+            "ee_body": entry.ee_body, "ik": attrs.asdict(entry.ik),
+            "usd_path": normalise(usd_dir / cfg.usd_file_name),
             "doc": f"{entry.source} → {usd_dir / cfg.usd_file_name}",
         })
     return specs

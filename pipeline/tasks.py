@@ -137,3 +137,38 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY,
             "targets": spec["targets"], "clean": True,
             "actions": [(run_conversion, [spec["kind"], spec["cfg_json"]])],
         }
+
+
+def run_ik_report(usd_path: str, ee_body: str, report_path: str, settings: dict[str, Any]) -> dict | TaskFailed:
+    """doit action: solve the entry's seeded IK study and write its JSON report atomically."""
+    import json
+
+    try:
+        from solvers import ik_report
+
+        report = ik_report(usd_path, ee_body, **settings)
+    except (ValueError, KeyError) as exc:
+        return TaskFailed(f"{usd_path}: IK study for ee_body {ee_body!r}: {exc}")
+    report = {"usd_path": usd_path, "ee_body": ee_body, "settings": settings, **report}
+    staging = Path(report_path + f".tmp-{os.getpid()}")
+    staging.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    os.replace(staging, report_path)
+    return {}
+
+
+def ik_tasks(library_path: str | Path = DEFAULT_LIBRARY,
+             build_dir: str | Path = DEFAULT_BUILD_DIR) -> Iterator[dict[str, Any]]:
+    """One ``ik:<name>`` subtask per entry that names an ``ee_body``: the report ``<stem>.ik.json`` next
+    to the USD, re-run only when the USD or the study's settings change."""
+    for spec in task_specs(library_path, build_dir):
+        if "error" in spec or not spec.get("ee_body"):
+            continue
+        usd_files = [t for t in spec["targets"] if not t.endswith(".usdforge.toml")]
+        report = spec["usd_path"].rsplit(".", 1)[0] + ".ik.json"
+        settings = spec["ik"]
+        yield {
+            "basename": "ik", "name": spec["name"], "doc": f"IK study of {spec['name']} ({spec['ee_body']})",
+            "file_dep": usd_files, "targets": [report], "clean": True,
+            "uptodate": [config_changed({"ee_body": spec["ee_body"], **settings})],
+            "actions": [(run_ik_report, [spec["usd_path"], spec["ee_body"], report, settings])],
+        }
