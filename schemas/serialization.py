@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import tomllib
 import typing
-from functools import partial
 from typing import Any, TypeVar
 
 import attrs
 import cattrs
 import tomli_w
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
-from cattrs.strategies import configure_tagged_union, include_subclasses
+from cattrs.strategies import include_subclasses
 
 from schemas.validators import FieldValueError
 
@@ -32,11 +31,80 @@ class ConfigError(ValueError):
 
 
 def _property_group_bases() -> list[type]:
-    """Base classes whose fields accept any subclass (the physics property groups)."""
-    from schemas import physics
+    """Base classes whose fields accept any subclass (the physics property groups).
 
-    return [physics.MassPropertiesCfg, physics.RigidBodyBaseCfg, physics.CollisionBaseCfg,
-            physics.MeshCollisionBaseCfg, *getattr(physics, "EXTRA_PROPERTY_GROUPS", ())]
+    The backend modules are imported here, before ``include_subclasses`` runs: it only sees the subclasses
+    that exist when it is called, so every cfg module must be loaded before the converter is built.
+    """
+    from schemas import mujoco, newton, physics, physx  # noqa: F401 - imported for their subclasses
+
+    bases = list(physics.PROPERTY_GROUP_BASES)
+    bases += [b for b in getattr(physics, "EXTRA_PROPERTY_GROUPS", ()) if b not in bases]
+    return bases
+
+
+class UnknownClassError(ValueError):
+    """A property-group table whose ``type`` names no class of the group."""
+
+    def __init__(self, tag: Any, expected: list[str]):
+        super().__init__(f"unknown class {tag!r}; expected one of {', '.join(expected)}")
+        self.tag = tag
+        self.expected = expected
+
+
+class TableExpectedError(ValueError):
+    """A property group given as something other than a table."""
+
+
+def _tagged_hooks(conv: cattrs.Converter, members: tuple[type, ...]) -> tuple[Any, Any]:
+    """Structure and unstructure hooks for ``members`` (a class and its subclasses) keyed on ``type``."""
+    base = next(m for m in members if all(issubclass(o, m) for o in members))
+    struct_hooks = {m: conv.get_structure_hook(m) for m in members}
+    unstruct_hooks = {m: conv.get_unstructure_hook(m) for m in members}
+    by_tag = {m.__name__: m for m in members}
+    expected = sorted(by_tag)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, dict):
+            raise TableExpectedError(f"expected a table of {base.__name__} fields (with an optional type = "
+                                     f"one of {', '.join(expected)}), found {value!r}")
+        if "type" not in value:
+            return struct_hooks[base](value, base)
+        value = dict(value)
+        tag = value.pop("type")
+        cls = by_tag.get(tag) if isinstance(tag, str) else None
+        if cls is None:
+            raise UnknownClassError(tag, expected)
+        return struct_hooks[cls](value, cls)
+
+    def unstructure(obj: Any) -> dict[str, Any]:
+        cls = obj.__class__
+        hook = unstruct_hooks.get(cls) or conv.get_unstructure_hook(cls)
+        return {"type": cls.__name__, **{k: v for k, v in hook(obj).items() if k != "type"}}
+
+    return structure, unstructure
+
+
+def _tagged_union_strategy(union: Any, conv: cattrs.Converter) -> None:
+    """Tagged union keyed on ``type`` = the class name (the ``include_subclasses`` union strategy).
+
+    Unlike cattrs' ``configure_tagged_union`` with a default, an unknown ``type`` is an error (not a silent
+    fallback to the base class); a table without ``type`` is the base class. Unstructuring writes ``type``
+    first, also for subclasses made after the converter was built.
+    """
+    structure, unstructure = _tagged_hooks(conv, typing.get_args(union))
+    conv.register_structure_hook(union, structure)
+    conv.register_unstructure_hook(union, unstructure)
+
+
+def _subclass_tree(cls: type) -> list[type]:
+    found, queue = [], [cls]
+    while queue:
+        klass = queue.pop(0)
+        if klass not in found:
+            found.append(klass)
+            queue.extend(klass.__subclasses__())
+    return found
 
 
 def _make_converter() -> cattrs.Converter:
@@ -55,9 +123,30 @@ def _make_converter() -> cattrs.Converter:
         return conv.structure(value, inner)
 
     conv.register_structure_hook_func(is_optional_attrs, structure_optional_attrs)
+
+    # The same for an optional float whose default is not None (a material's friction): ``false`` is None.
+    # A bool is never a valid float here, so this is unambiguous; ``true`` is rejected.
+    def is_optional_float(tp: Any) -> bool:
+        args = typing.get_args(tp)
+        return (typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType"))
+                and set(args) == {float, type(None)})
+
+    def structure_optional_float(value: Any, tp: Any) -> Any:
+        if value is None or value is False:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"expected a number (or false for None), found {value!r}")
+        return float(value)
+
+    conv.register_structure_hook_func(is_optional_float, structure_optional_float)
     for base in _property_group_bases():
-        include_subclasses(base, conv, union_strategy=partial(
-            configure_tagged_union, tag_name="type", tag_generator=lambda cls: cls.__name__, default=base))
+        include_subclasses(base, conv, union_strategy=_tagged_union_strategy)
+        # include_subclasses gives a class with subclasses a union hook; a class without (a leaf, or a group
+        # of one class) also accepts the ``type`` its own dict carries, naming itself.
+        for cls in _subclass_tree(base):
+            if len(_subclass_tree(cls)) == 1:
+                structure, _ = _tagged_hooks(conv, (cls,))
+                conv.register_structure_hook_func(lambda tp, _cls=cls: tp is _cls, structure)
     return conv
 
 
@@ -80,6 +169,10 @@ def _describe(exc: BaseException) -> tuple[list[str], str]:
         return [], f"unknown field(s) {', '.join(sorted(exc.extra_fields))} for {exc.cl.__name__}"
     if isinstance(exc, FieldValueError):
         return [f".{exc.field}"], exc.reason
+    if isinstance(exc, UnknownClassError):
+        return [".type"], str(exc)
+    if isinstance(exc, TableExpectedError):
+        return [], str(exc)
     if isinstance(exc, KeyError):
         # cattrs' note already names the missing field.
         return [], "required field is missing"
@@ -115,6 +208,7 @@ def cfg_to_dict(cfg: Any) -> dict[str, Any]:
 def _drop_none(value: Any, template: Any = None) -> Any:
     """TOML form: None left out; None where the default is not None becomes ``false``."""
     if isinstance(value, dict):
+        template = _tagged_class(template, value.get("type"))
         out = {}
         for key, item in value.items():
             if item is None:
@@ -127,6 +221,19 @@ def _drop_none(value: Any, template: Any = None) -> Any:
     if isinstance(value, (list, tuple)):
         return [_drop_none(item) for item in value]
     return value
+
+
+def _tagged_class(template: Any, tag: Any) -> Any:
+    """The subclass of ``template`` named by a ``type`` tag (the template itself when none matches)."""
+    if template is None or not attrs.has(template) or not isinstance(tag, str) or tag == template.__name__:
+        return template
+    queue = list(template.__subclasses__())
+    while queue:
+        cls = queue.pop(0)
+        if cls.__name__ == tag:
+            return cls
+        queue.extend(cls.__subclasses__())
+    return template
 
 
 def _field_type(cls: Any, key: str) -> Any:

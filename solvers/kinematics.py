@@ -17,7 +17,9 @@ start, or build *and* use the Kinematics inside ``with jax.enable_x64(True):``.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from dataclasses import dataclass
 from os import PathLike
 from typing import Any, NamedTuple, Sequence
@@ -60,10 +62,13 @@ class Kinematics:
     Array fields (C = moving coordinates on the ee chain, K = tree nodes, B = bodies):
     ``lower``/``upper`` (J,) limits (±inf when unlimited); ``chain_rot`` (C+1, 3, 3) and ``chain_pos``
     (C+1, 3) the constant transforms before each chain motion and after the last (ee offset included);
-    ``chain_revolute`` (C,) 1 for a rotation, 0 for a translation; ``chain_coupling`` (C, J) and
-    ``chain_offset`` (C,) map q to the chain motions (mimic multipliers are the entries); the ``tree_*``
-    arrays (K, ...) are the same for every node of the tree, ``tree_parent`` (K,) the parent node (K for
-    the world) and ``body_node`` (B,) the node of each body.
+    ``chain_revolute`` (C,) 1 for a rotation, 0 for a translation; the ``tree_*`` arrays (K, ...) the
+    same for every node of the tree, ``tree_parent`` (K,) the parent node (K for the world) and
+    ``body_node`` (B,) the node of each body.
+
+    Static fields (part of the pytree structure): ``chain_coords`` and ``tree_coords`` give, per motion,
+    ``(index into q, multiplier, offset)`` (index -1: no motion), so mimic couplings and the Jacobian's
+    chain rule are resolved when tracing.
     """
 
     lower: Array
@@ -71,20 +76,18 @@ class Kinematics:
     chain_rot: Array
     chain_pos: Array
     chain_revolute: Array
-    chain_coupling: Array
-    chain_offset: Array
     tree_rot: Array
     tree_pos: Array
     tree_revolute: Array
     tree_prismatic: Array
-    tree_coupling: Array
-    tree_offset: Array
     tree_parent: Array
     body_node: Array
     joint_names: tuple[str, ...]
     body_names: tuple[str, ...]
     ee_body: str
     mimic: tuple[MimicJoint, ...]
+    chain_coords: tuple[tuple[int, float, float], ...]
+    tree_coords: tuple[tuple[int, float, float], ...]
 
     @property
     def num_joints(self) -> int:
@@ -99,7 +102,7 @@ class Kinematics:
     @property
     def chain_length(self) -> int:
         """Number of moving coordinates between the root and the end-effector body."""
-        return int(self.chain_revolute.shape[0])
+        return len(self.chain_coords)
 
     def body_index(self, name: str) -> int:
         """Index into ``body_names`` (and the body axis of :func:`forward_kinematics_all`)."""
@@ -163,17 +166,18 @@ class Kinematics:
             body_names=tree.body_names,
             ee_body=tree.body_names[tree.body_index(ee_body)],
             mimic=host.mimic,
+            chain_coords=host.chain_coords,
+            tree_coords=host.tree_coords,
         )
 
 
 jax.tree_util.register_dataclass(
     Kinematics,
     data_fields=[
-        "lower", "upper", "chain_rot", "chain_pos", "chain_revolute", "chain_coupling", "chain_offset",
-        "tree_rot", "tree_pos", "tree_revolute", "tree_prismatic", "tree_coupling", "tree_offset",
-        "tree_parent", "body_node",
+        "lower", "upper", "chain_rot", "chain_pos", "chain_revolute",
+        "tree_rot", "tree_pos", "tree_revolute", "tree_prismatic", "tree_parent", "body_node",
     ],
-    meta_fields=["joint_names", "body_names", "ee_body", "mimic"],
+    meta_fields=["joint_names", "body_names", "ee_body", "mimic", "chain_coords", "tree_coords"],
 )
 
 
@@ -181,6 +185,8 @@ class _HostArrays(NamedTuple):
     arrays: dict[str, np.ndarray]
     joint_names: tuple[str, ...]
     mimic: tuple[MimicJoint, ...]
+    chain_coords: tuple[tuple[int, float, float], ...]
+    tree_coords: tuple[tuple[int, float, float], ...]
 
 
 def _offset_transform(ee_offset: Sequence[float] | None) -> np.ndarray:
@@ -204,15 +210,13 @@ def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _Hos
         MimicJoint(d.name, d.mimic.leader, d.mimic.multiplier, d.mimic.offset) for d in dofs if d.mimic is not None
     )
     by_name = {d.name: d for d in dofs}
-    n_q = len(joint_names)
 
-    def coupling(dof) -> tuple[np.ndarray, float]:
-        row = np.zeros(n_q)
+    def coords(dof) -> tuple[int, float, float]:
+        if dof is None:
+            return (-1, 0.0, 0.0)
         if dof.mimic is None:
-            row[col[dof.name]] = 1.0
-            return row, 0.0
-        row[col[dof.mimic.leader]] = dof.mimic.multiplier
-        return row, dof.mimic.offset
+            return (col[dof.name], 1.0, 0.0)
+        return (col[dof.mimic.leader], float(dof.mimic.multiplier), float(dof.mimic.offset))
 
     lower = np.array([by_name[n].lower for n in joint_names])
     upper = np.array([by_name[n].upper for n in joint_names])
@@ -240,8 +244,6 @@ def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _Hos
             motions.append(it)
             consts.append(np.eye(4))
     chain_rev = np.array([1.0 if m.kind == "revolute" else 0.0 for m in motions])
-    chain_c = np.array([coupling(m)[0] for m in motions]).reshape(len(motions), n_q)
-    chain_o = np.array([coupling(m)[1] for m in motions])
 
     # Tree: one node per elementary motion and one per body (its frame), parents first.
     node_parent: list[int] = []
@@ -271,11 +273,6 @@ def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _Hos
         node_dof.append(None)
         body_node[b] = len(node_t) - 1
     k = len(node_t)
-    tree_c = np.zeros((k, n_q))
-    tree_o = np.zeros(k)
-    for i, d in enumerate(node_dof):
-        if d is not None:
-            tree_c[i], tree_o[i] = coupling(d)
     consts_a = np.stack(consts)
     node_a = np.stack(node_t)
     arrays = {
@@ -284,18 +281,16 @@ def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _Hos
         "chain_rot": consts_a[:, :3, :3],
         "chain_pos": consts_a[:, :3, 3],
         "chain_revolute": chain_rev,
-        "chain_coupling": chain_c,
-        "chain_offset": chain_o,
         "tree_rot": node_a[:, :3, :3],
         "tree_pos": node_a[:, :3, 3],
         "tree_revolute": np.array([1.0 if d is not None and d.kind == "revolute" else 0.0 for d in node_dof]),
         "tree_prismatic": np.array([1.0 if d is not None and d.kind == "prismatic" else 0.0 for d in node_dof]),
-        "tree_coupling": tree_c,
-        "tree_offset": tree_o,
         "tree_parent": np.array([p if p >= 0 else k for p in node_parent], dtype=np.int32),
         "body_node": body_node,
     }
-    return _HostArrays(arrays, joint_names, mimic)
+    return _HostArrays(
+        arrays, joint_names, mimic, tuple(coords(m) for m in motions), tuple(coords(d) for d in node_dof)
+    )
 
 
 def _joint_items(spec, rel: np.ndarray) -> list[Any]:
@@ -318,85 +313,106 @@ def _product(ts: list[np.ndarray]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Single-configuration kernels (q: (J,)). The public functions below vmap and jit them.
+# Kernels, component-first: q (J, ...) with any trailing batch shape (see solvers.rotations). The batch
+# axis is the contiguous one, so every step is an elementwise loop along the batch.
 
 
-def _matmul3(a: Array, b: Array) -> Array:
-    # (3, 3) @ (3, 3) as broadcast-multiply-sum: fuses into the scan body instead of a dot call.
-    return jnp.sum(a[:, :, None] * b[None, :, :], axis=1)
+def _motion_coords(coords: tuple[tuple[int, float, float], ...], q: Array) -> Array:
+    """Motion values (M, ...) from q (J, ...): ``multiplier * q[index] + offset`` (0 where index is -1)."""
+    zero = jnp.zeros(q.shape[1:], q.dtype)
+    rows = [zero if j < 0 else (q[j] if (m, o) == (1.0, 0.0) else m * q[j] + o) for j, m, o in coords]
+    return jnp.stack(rows) if rows else jnp.zeros((0,) + q.shape[1:], q.dtype)
 
 
-def _matvec3(a: Array, v: Array) -> Array:
-    return jnp.sum(a * v[None, :], axis=1)
+def _compose(r: list[list[Array]], p: list[Array], c_rot: Array, c_pos: Array) -> tuple[list[list[Array]], list[Array]]:
+    """(r, p) @ (c_rot, c_pos): a batched frame times one constant transform, written out."""
+    p = [p[i] + r[i][0] * c_pos[0] + r[i][1] * c_pos[1] + r[i][2] * c_pos[2] for i in range(3)]
+    r = [[r[i][0] * c_rot[0, j] + r[i][1] * c_rot[1, j] + r[i][2] * c_rot[2, j] for j in range(3)] for i in range(3)]
+    return r, p
 
 
-def _motion(rot: Array, pos: Array, angle: Array, shift: Array) -> tuple[Array, Array]:
-    """Frame (rot, pos) followed by a rotation ``angle`` about and a shift ``shift`` along its z axis."""
+def _move(r: list[list[Array]], p: list[Array], angle: Array, shift: Array) -> tuple[list[list[Array]], list[Array]]:
+    """Rotate a frame by ``angle`` about, and shift it by ``shift`` along, its own z axis."""
     c, s = jnp.cos(angle), jnp.sin(angle)
-    x, y, z = rot[:, 0], rot[:, 1], rot[:, 2]
-    rot = jnp.stack([c * x + s * y, c * y - s * x, z], axis=1)
-    return rot, pos + z * shift
+    r = [[c * ri[0] + s * ri[1], c * ri[1] - s * ri[0], ri[2]] for ri in r]
+    return r, [p[i] + r[i][2] * shift for i in range(3)]
 
 
-def _chain_pass(kin: Kinematics, q: Array) -> tuple[Array, Array, Array, Array]:
-    """ee rotation (3, 3), ee position (3,), motion axes (C, 3) and origins (C, 3) in the world frame."""
-    qc = kin.chain_coupling @ q + kin.chain_offset
-    rev = kin.chain_revolute
+def _flat(r: list[list[Array]]) -> tuple[Array, ...]:
+    return tuple(r[i][j] for i in range(3) for j in range(3))
+
+
+def _nested(flat: tuple[Array, ...]) -> list[list[Array]]:
+    return [list(flat[0:3]), list(flat[3:6]), list(flat[6:9])]
+
+
+def chain_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
+    """ee rotation (3, 3, ...), ee position (3, ...) and Jacobian (6, J, ...) for q (J, ...).
+
+    One ``lax.scan`` step per chain motion: compose the constant transform, then rotate about / shift
+    along z. The scan emits each motion's world axis and origin; the Jacobian columns follow from them:
+    [z × (p_ee − o); z] for a rotation, [z; 0] for a shift, summed onto q through the mimic multipliers.
+    """
+    batch = q.shape[1:]
+    dtype = q.dtype
+    qc = _motion_coords(kin.chain_coords, q)
 
     def step(carry, x):
-        rot, pos = carry
+        r, p = _nested(carry[0]), list(carry[1])
         c_rot, c_pos, is_rev, qk = x
-        pos = pos + _matvec3(rot, c_pos)
-        rot = _matmul3(rot, c_rot)
-        rot, pos = _motion(rot, pos, is_rev * qk, (1.0 - is_rev) * qk)
-        return (rot, pos), (rot[:, 2], pos)
+        r, p = _compose(r, p, c_rot, c_pos)
+        r, p = _move(r, p, is_rev * qk, (1.0 - is_rev) * qk)
+        axis = jnp.stack([r[0][2], r[1][2], r[2][2]])
+        return (_flat(r), tuple(p)), (axis, jnp.stack(p))
 
-    init = (jnp.eye(3, dtype=q.dtype), jnp.zeros(3, dtype=q.dtype))
-    (rot, pos), (axes, origins) = lax.scan(step, init, (kin.chain_rot[:-1], kin.chain_pos[:-1], rev, qc))
-    ee_pos = pos + _matvec3(rot, kin.chain_pos[-1])
-    ee_rot = _matmul3(rot, kin.chain_rot[-1])
-    return ee_rot, ee_pos, axes, origins
+    one, zero = jnp.ones(batch, dtype), jnp.zeros(batch, dtype)
+    init = (tuple(one if i == j else zero for i in range(3) for j in range(3)), (zero, zero, zero))
+    xs = (kin.chain_rot[:-1], kin.chain_pos[:-1], kin.chain_revolute, qc)
+    (r_flat, p_t), (axes, origins) = lax.scan(step, init, xs)  # axes, origins: (C, 3, ...)
+    r, p = _compose(_nested(r_flat), list(p_t), kin.chain_rot[-1], kin.chain_pos[-1])
+    ee_rot = jnp.stack([jnp.stack(ri) for ri in r])
+    ee_pos = jnp.stack(p)
+
+    rev = kin.chain_revolute.reshape((-1,) + (1,) * len(batch))
+    d = [ee_pos[i][None] - origins[:, i] for i in range(3)]  # (C, ...)
+    z = [axes[:, i] for i in range(3)]
+    lin = [z[1] * d[2] - z[2] * d[1], z[2] * d[0] - z[0] * d[2], z[0] * d[1] - z[1] * d[0]]
+    cols = [rev * lin[i] + (1.0 - rev) * z[i] for i in range(3)] + [rev * z[i] for i in range(3)]
+    cols_a = jnp.stack(cols, axis=1)  # (C, 6, ...)
+    per_q: list[Array] = []
+    for j in range(len(kin.joint_names)):
+        terms = [cols_a[k] if m == 1.0 else m * cols_a[k] for k, (jj, m, _) in enumerate(kin.chain_coords) if jj == j]
+        per_q.append(functools.reduce(operator.add, terms) if terms else jnp.zeros((6,) + batch, dtype))
+    jac = jnp.stack(per_q, axis=1) if per_q else jnp.zeros((6, 0) + batch, dtype)
+    return ee_rot, ee_pos, jac
 
 
-def _jacobian_from_chain(kin: Kinematics, ee_pos: Array, axes: Array, origins: Array) -> Array:
-    """Geometric Jacobian (6, J) at ``ee_pos``: [z × (p − o); z] for rotations, [z; 0] for shifts."""
-    rev = kin.chain_revolute[:, None]
-    lin = rev * jnp.cross(axes, ee_pos[None, :] - origins) + (1.0 - rev) * axes
-    ang = rev * axes
-    cols = jnp.concatenate([lin, ang], axis=1)  # (C, 6)
-    # Chain rule onto the independent coordinates: mimic followers add multiplier × their column.
-    return cols.T @ kin.chain_coupling
-
-
-def _ee_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array, Array]:
-    """ee position (3,), ee quaternion (4,), ee rotation (3, 3), Jacobian (6, J)."""
-    rot, pos, axes, origins = _chain_pass(kin, q)
-    return pos, matrix_to_quat(rot), rot, _jacobian_from_chain(kin, pos, axes, origins)
-
-
-def _tree_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array]:
-    """World position (B, 3) and quaternion (B, 4) of every body."""
-    qn = kin.tree_coupling @ q + kin.tree_offset
+def tree_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array]:
+    """World position (B, 3, ...) and rotation (B, 3, 3, ...) of every body for q (J, ...)."""
+    batch = q.shape[1:]
+    dtype = q.dtype
+    qn = _motion_coords(kin.tree_coords, q)
     k = kin.tree_rot.shape[0]
-    rots = jnp.zeros((k + 1, 3, 3), q.dtype).at[k].set(jnp.eye(3, dtype=q.dtype))
-    poss = jnp.zeros((k + 1, 3), q.dtype)
+    eye = jnp.broadcast_to(jnp.eye(3, dtype=dtype).reshape((3, 3) + (1,) * len(batch)), (3, 3) + batch)
+    rots = jnp.zeros((k + 1, 3, 3) + batch, dtype).at[k].set(eye)
+    poss = jnp.zeros((k + 1, 3) + batch, dtype)
 
     def step(carry, x):
         rots, poss = carry
         i, parent, n_rot, n_pos, is_rev, is_pri, qk = x
-        rot, pos = rots[parent], poss[parent]
-        pos = pos + _matvec3(rot, n_pos)
-        rot = _matmul3(rot, n_rot)
-        rot, pos = _motion(rot, pos, is_rev * qk, is_pri * qk)
-        return (rots.at[i].set(rot), poss.at[i].set(pos)), None
+        rp, pp = rots[parent], poss[parent]
+        r, p = _compose([[rp[a, b] for b in range(3)] for a in range(3)], [pp[a] for a in range(3)], n_rot, n_pos)
+        r, p = _move(r, p, is_rev * qk, is_pri * qk)
+        rot = jnp.stack([jnp.stack(ri) for ri in r])
+        return (rots.at[i].set(rot), poss.at[i].set(jnp.stack(p))), None
 
     xs = (jnp.arange(k), kin.tree_parent, kin.tree_rot, kin.tree_pos, kin.tree_revolute, kin.tree_prismatic, qn)
     (rots, poss), _ = lax.scan(step, (rots, poss), xs)
-    return poss[kin.body_node], matrix_to_quat(rots[kin.body_node])
+    return poss[kin.body_node], rots[kin.body_node]
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Public batched functions: q (..., J) with any leading shape.
+# Public batch-first functions: q (..., J) with any leading shape.
 
 
 def _check_q(kin: Kinematics, q: Any) -> Array:
@@ -408,55 +424,67 @@ def _check_q(kin: Kinematics, q: Any) -> Array:
     return q
 
 
-def _batched(kernel):
-    """vmap ``kernel(kin, q)`` over the leading dimensions of q, casting q to the kinematics' dtype."""
+@jax.jit
+def _ee_batch_first(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
+    q = q.astype(kin.dtype)
+    lead = q.shape[:-1]
+    qt = q.reshape((-1, q.shape[-1])).T  # (J, M): the batch becomes the contiguous axis
+    rot, pos, jac = chain_kernel(kin, qt)
+    quat = matrix_to_quat(rot)
+    return (
+        pos.T.reshape(lead + (3,)),
+        quat.T.reshape(lead + (4,)),
+        jnp.moveaxis(jac, -1, 0).reshape(lead + jac.shape[:2]),
+    )
 
-    def run(kin: Kinematics, q: Array):
-        q = q.astype(kin.dtype)
-        lead = q.shape[:-1]
-        out = jax.vmap(kernel, in_axes=(None, 0))(kin, q.reshape((-1, q.shape[-1])))
-        return jax.tree_util.tree_map(lambda a: a.reshape(lead + a.shape[1:]), out)
 
-    return jax.jit(run)
-
-
-_ee_batched = _batched(_ee_kernel)
-_tree_batched = _batched(_tree_kernel)
+@jax.jit
+def _tree_batch_first(kin: Kinematics, q: Array) -> tuple[Array, Array]:
+    q = q.astype(kin.dtype)
+    lead = q.shape[:-1]
+    pos, rot = tree_kernel(kin, q.reshape((-1, q.shape[-1])).T)  # (B, 3, M), (B, 3, 3, M)
+    quat = jnp.stack([matrix_to_quat(rot[b]) for b in range(rot.shape[0])]) if rot.shape[0] else \
+        jnp.zeros((0, 4) + rot.shape[3:], rot.dtype)
+    n_bodies = pos.shape[0]
+    return (
+        jnp.moveaxis(pos, -1, 0).reshape(lead + (n_bodies, 3)),
+        jnp.moveaxis(quat, -1, 0).reshape(lead + (n_bodies, 4)),
+    )
 
 
 def forward_kinematics(kin: Kinematics, q: Any) -> tuple[Array, Array]:
     """End-effector pose in the world frame: position (..., 3) in metres, quaternion (..., 4) (w, x, y, z), w >= 0."""
-    pos, quat, _, _ = _ee_batched(kin, _check_q(kin, q))
+    pos, quat, _ = _ee_batch_first(kin, _check_q(kin, q))
     return pos, quat
 
 
 def jacobian(kin: Kinematics, q: Any) -> Array:
     """Geometric Jacobian (..., 6, J) of the ee frame origin: world frame, linear rows first.
 
-    Row block 0:3 maps q̇ to the ee origin's linear velocity (m/s), 3:6 to the angular velocity (rad/s).
+    Rows 0:3 map q̇ to the ee origin's linear velocity (m/s), rows 3:6 to the angular velocity (rad/s).
     Coordinates off the ee chain have zero columns.
     """
-    return _ee_batched(kin, _check_q(kin, q))[3]
+    return _ee_batch_first(kin, _check_q(kin, q))[2]
 
 
 def forward_kinematics_and_jacobian(kin: Kinematics, q: Any) -> tuple[Array, Array, Array]:
     """ee position (..., 3), quaternion (..., 4) and Jacobian (..., 6, J) from one pass over the chain."""
-    pos, quat, _, jac = _ee_batched(kin, _check_q(kin, q))
-    return pos, quat, jac
+    return _ee_batch_first(kin, _check_q(kin, q))
 
 
 def forward_kinematics_all(kin: Kinematics, q: Any) -> tuple[Array, Array]:
     """World pose of every body in ``kin.body_names`` order: positions (..., B, 3), quaternions (..., B, 4)."""
-    return _tree_batched(kin, _check_q(kin, q))
+    return _tree_batch_first(kin, _check_q(kin, q))
 
 
 def ee_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
-    """Unbatched, unjitted ee position (3,), quaternion (4,) and Jacobian (6, J) of one q (J,).
+    """Unjitted ee position (3, ...), quaternion (4, ...) and Jacobian (6, J, ...) for q (J, ...).
 
-    For composing inside your own ``jit``/``vmap``/``lax`` loops (``solve_ik`` uses it).
+    Component-first, for composing inside your own ``jit``/``vmap``/``lax`` code: with q of shape (J,)
+    it is the single-configuration function; with q (J, N) it is the fast batched form.
     """
-    pos, quat, _, jac = _ee_kernel(kin, q)
-    return pos, quat, jac
+    rot, pos, jac = chain_kernel(kin, q)
+    return pos, matrix_to_quat(rot), jac
 
 
 def random_configurations(kin: Kinematics, key: Array, shape: tuple[int, ...]) -> Array:

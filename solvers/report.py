@@ -1,0 +1,116 @@
+"""``ik_report``: a seeded IK benchmark of one asset, as a JSON-serialisable dict (for ``doit ik``)."""
+
+from __future__ import annotations
+
+import time
+from os import PathLike
+from typing import Any, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .kinematics import Kinematics, forward_kinematics, random_configurations
+from .solve import IKInfo, solve_ik
+
+_PERCENTILES = (50, 90, 99, 100)
+
+
+def ik_report(
+    usd_path: str | PathLike[str],
+    ee_body: str,
+    num_targets: int = 4096,
+    seed: int = 0,
+    *,
+    iterations: int = 20,
+    home_iterations: int = 200,
+    perturbation: float = 0.2,
+    pos_tol: float = 1e-3,
+    rot_tol: float = 1e-3,
+    method: str = "dls",
+    ik_params: Mapping[str, float] | None = None,
+    max_step: float | None = None,
+    dtype: str = "float32",
+    device: str = "cpu",
+    ee_offset: Sequence[float] | None = None,
+) -> dict[str, Any]:
+    """Solve a fixed, seeded batch of reachable pose targets for ``ee_body`` and summarise the outcome.
+
+    Targets are the ee poses (FK) of ``num_targets`` uniform in-limit configurations drawn from
+    ``seed``. Two runs solve them: ``perturbed`` starts each target from its own configuration plus
+    uniform noise of at most ``perturbation`` rad (or m) per joint, clamped into the limits, for at most
+    ``iterations`` steps; ``home`` starts every target from the zero (rest) pose clamped into the limits,
+    for at most ``home_iterations`` steps. Each run reports its success rate, error and iteration
+    percentiles (p50, p90, p99, max), and timing: ``first_call_s`` (compile + solve), ``solve_s`` (a
+    second, compiled call) and ``compile_s`` (their difference). float64 (``dtype="float64"``) needs
+    ``jax_enable_x64``.
+    """
+    kin = Kinematics.from_usd(usd_path, ee_body, ee_offset=ee_offset, dtype=jnp.dtype(dtype), device=device)
+    key_q, key_noise = jax.random.split(jax.random.PRNGKey(seed))
+    q_true = random_configurations(kin, key_q, (num_targets,))
+    pos, quat = forward_kinematics(kin, q_true)
+    targets = jnp.concatenate([pos, quat], axis=1)
+    noise = jax.random.uniform(
+        key_noise, q_true.shape, dtype=kin.dtype, minval=-perturbation, maxval=perturbation
+    )
+    seeds = jnp.clip(q_true + noise, kin.lower, kin.upper)
+    home = jnp.clip(jnp.zeros(kin.num_joints, kin.dtype), kin.lower, kin.upper)
+    common = dict(pos_tol=pos_tol, rot_tol=rot_tol, method=method, ik_params=ik_params, max_step=max_step)
+    runs = {
+        "perturbed": _timed_run(kin, targets, seeds, iterations, common) | {"perturbation": perturbation},
+        "home": _timed_run(kin, targets, home, home_iterations, common) | {"home_pose": _floats(home)},
+    }
+    return {
+        "usd_path": str(usd_path),
+        "ee_body": kin.ee_body,
+        "joint_names": list(kin.joint_names),
+        "num_targets": int(num_targets),
+        "seed": int(seed),
+        "method": method,
+        "ik_params": {k: float(v) for k, v in (ik_params or {}).items()},
+        "max_step": None if max_step is None else float(max_step),
+        "pos_tol": float(pos_tol),
+        "rot_tol": float(rot_tol),
+        "dtype": str(kin.dtype),
+        "device": str(kin.lower.devices().pop()),
+        "jax_version": jax.__version__,
+        "runs": runs,
+    }
+
+
+def _timed_run(kin: Kinematics, targets: jax.Array, q0: jax.Array, iterations: int, common: dict) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    jax.block_until_ready(solve_ik(kin, targets, q0, iterations=iterations, **common))
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    q, info = jax.block_until_ready(solve_ik(kin, targets, q0, iterations=iterations, **common))
+    solve_s = time.perf_counter() - t0
+    return {"max_iterations": int(iterations)} | _summary(info) | {
+        "first_call_s": first,
+        "solve_s": solve_s,
+        "compile_s": max(first - solve_s, 0.0),
+        "targets_per_s": float(targets.shape[0] / solve_s) if solve_s > 0 else None,
+    }
+
+
+def _summary(info: IKInfo) -> dict[str, Any]:
+    conv = np.asarray(info.converged)
+    return {
+        "success_rate": float(conv.mean()) if conv.size else 0.0,
+        "converged": int(conv.sum()),
+        "pos_err_m": _percentiles(info.pos_err),
+        "rot_err_rad": _percentiles(info.rot_err),
+        "iterations": _percentiles(info.iterations),
+        "mean_iterations": float(np.mean(np.asarray(info.iterations))) if conv.size else 0.0,
+    }
+
+
+def _percentiles(x: jax.Array) -> dict[str, float]:
+    a = np.asarray(x, dtype=np.float64)
+    if a.size == 0:
+        return {}
+    return {("max" if p == 100 else f"p{p}"): float(np.percentile(a, p)) for p in _PERCENTILES}
+
+
+def _floats(x: jax.Array) -> list[float]:
+    return [float(v) for v in np.asarray(x)]
