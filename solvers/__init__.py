@@ -14,26 +14,16 @@ inside ``with jax.enable_x64(True):``) and pass ``dtype=jax.numpy.float64``.
 """
 
 from .device import GpuUnavailableError, resolve_device
-from .differential_ik import (
-    DEFAULT_IK_PARAMS,
-    DifferentialIKController,
-    DifferentialIKControllerCfg,
-    apply_delta_pose,
-    compute_pose_error,
-    delta_joint_positions,
-    differential_ik_step,
-    dls_solve,
-)
-from .kinematics import (
-    Kinematics,
-    MimicJoint,
+from .differential_ik import DEFAULT_IK_PARAMS, DifferentialIKController, DifferentialIKControllerCfg
+from .forward import (
     ee_kernel,
     forward_kinematics,
     forward_kinematics_all,
     forward_kinematics_and_jacobian,
     jacobian,
-    random_configurations,
 )
+from .ik_step import apply_delta_pose, compute_pose_error, delta_joint_positions, differential_ik_step, dls_solve
+from .kinematics import Kinematics, MimicJoint, random_configurations
 from .report import ik_report
 from .solve import IKInfo, solve_ik
 from .usd_tree import KinematicTree, read_kinematic_tree

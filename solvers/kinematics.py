@@ -1,14 +1,16 @@
-"""Forward kinematics and the geometric Jacobian of a converted asset, in JAX.
+"""The kinematics of a converted asset as arrays for JAX: :class:`Kinematics` and its construction.
 
 :class:`Kinematics` holds the tree as flat arrays and is a registered pytree, so it can be passed to
-(and closed over by) ``jit``/``vmap`` functions. Two views of the tree are precomputed on the host:
+(and closed over by) ``jit``/``vmap`` functions. Two views of the tree are precomputed on the host, in
+float64 NumPy, from a :class:`~solvers.usd_tree.KinematicTree`:
 
 * the *chain* from the root to the end-effector, with fixed joints folded into constant transforms, so
   one ``lax.scan`` step per moving coordinate gives the ee pose and the Jacobian columns;
-* the *tree* of all bodies, one scan step per elementary motion or body, for :func:`forward_kinematics_all`.
+* the *tree* of all links, one scan step per elementary motion or link, for ``forward_kinematics_all``.
 
 Every motion is expressed about/along the local z axis of a frame chosen at build time, which makes a
-step a rotation about z (two columns change) or a shift along z.
+step a rotation about z (two columns change) or a shift along z. The JAX kernels are in
+:mod:`solvers.forward`.
 
 Precision: arrays are float32 unless ``dtype=jnp.float64`` is asked for. float64 needs 64-bit JAX, which
 this package never switches on by itself: call ``jax.config.update("jax_enable_x64", True)`` at program
@@ -17,9 +19,7 @@ start, or build *and* use the Kinematics inside ``with jax.enable_x64(True):``.
 
 from __future__ import annotations
 
-import functools
 import math
-import operator
 from dataclasses import dataclass
 from os import PathLike
 from typing import Any, NamedTuple, Sequence
@@ -27,10 +27,9 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import Array, lax
+from jax import Array
 
 from .device import resolve_device
-from .rotations import matrix_to_quat
 from .usd_tree import KinematicTree, invert_transform, make_transform, quat_to_matrix, read_kinematic_tree
 
 # Rotations taking the z axis onto x, y, z (exact 0/±1 entries): a motion about axis a of a joint frame F
@@ -51,15 +50,18 @@ class MimicJoint(NamedTuple):
     offset: float
 
 
-@dataclass(frozen=True)
+# eq=False: identity semantics (comparing or hashing the arrays element-wise would be meaningless).
+@dataclass(frozen=True, eq=False)
 class Kinematics:
     """Kinematic tree of one asset plus its end-effector chain, as arrays for JAX.
 
     Coordinates ``q`` (J,) are the independent joint values in ``joint_names`` order, in radians or metres
     from the USD rest pose (where bodies are authored). Mimic followers are not coordinates; they are
-    listed in ``mimic``. Floating roots stay at their rest pose.
+    listed in ``mimic``. Floating roots stay at their rest pose. ``body_names`` are the links' source
+    names: rigid bodies and link frames (source links the converter merged into a body), in
+    parents-first order; ``ee_body`` is one of them.
 
-    Array fields (C = moving coordinates on the ee chain, K = tree nodes, B = bodies):
+    Array fields (C = moving coordinates on the ee chain, K = tree nodes, B = links):
     ``lower``/``upper`` (J,) limits (±inf when unlimited); ``chain_rot`` (C+1, 3, 3) and ``chain_pos``
     (C+1, 3) the constant transforms before each chain motion and after the last (ee offset included);
     ``chain_revolute`` (C,) 1 for a rotation, 0 for a translation; the ``tree_*`` arrays (K, ...) the
@@ -310,181 +312,6 @@ def _product(ts: list[np.ndarray]) -> np.ndarray:
     for t in ts:
         out = out @ t
     return out
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Kernels, component-first: q (J, ...) with any trailing batch shape (see solvers.rotations). The batch
-# axis is the contiguous one, so every step is an elementwise loop along the batch.
-
-
-def _motion_coords(coords: tuple[tuple[int, float, float], ...], q: Array) -> Array:
-    """Motion values (M, ...) from q (J, ...): ``multiplier * q[index] + offset`` (0 where index is -1)."""
-    zero = jnp.zeros(q.shape[1:], q.dtype)
-    rows = [zero if j < 0 else (q[j] if (m, o) == (1.0, 0.0) else m * q[j] + o) for j, m, o in coords]
-    return jnp.stack(rows) if rows else jnp.zeros((0,) + q.shape[1:], q.dtype)
-
-
-def _compose(r: list[list[Array]], p: list[Array], c_rot: Array, c_pos: Array) -> tuple[list[list[Array]], list[Array]]:
-    """(r, p) @ (c_rot, c_pos): a batched frame times one constant transform, written out."""
-    p = [p[i] + r[i][0] * c_pos[0] + r[i][1] * c_pos[1] + r[i][2] * c_pos[2] for i in range(3)]
-    r = [[r[i][0] * c_rot[0, j] + r[i][1] * c_rot[1, j] + r[i][2] * c_rot[2, j] for j in range(3)] for i in range(3)]
-    return r, p
-
-
-def _move(r: list[list[Array]], p: list[Array], angle: Array, shift: Array) -> tuple[list[list[Array]], list[Array]]:
-    """Rotate a frame by ``angle`` about, and shift it by ``shift`` along, its own z axis."""
-    c, s = jnp.cos(angle), jnp.sin(angle)
-    r = [[c * ri[0] + s * ri[1], c * ri[1] - s * ri[0], ri[2]] for ri in r]
-    return r, [p[i] + r[i][2] * shift for i in range(3)]
-
-
-def _flat(r: list[list[Array]]) -> tuple[Array, ...]:
-    return tuple(r[i][j] for i in range(3) for j in range(3))
-
-
-def _nested(flat: tuple[Array, ...]) -> list[list[Array]]:
-    return [list(flat[0:3]), list(flat[3:6]), list(flat[6:9])]
-
-
-def chain_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
-    """ee rotation (3, 3, ...), ee position (3, ...) and Jacobian (6, J, ...) for q (J, ...).
-
-    One ``lax.scan`` step per chain motion: compose the constant transform, then rotate about / shift
-    along z. The scan emits each motion's world axis and origin; the Jacobian columns follow from them:
-    [z × (p_ee − o); z] for a rotation, [z; 0] for a shift, summed onto q through the mimic multipliers.
-    """
-    batch = q.shape[1:]
-    dtype = q.dtype
-    qc = _motion_coords(kin.chain_coords, q)
-
-    def step(carry, x):
-        r, p = _nested(carry[0]), list(carry[1])
-        c_rot, c_pos, is_rev, qk = x
-        r, p = _compose(r, p, c_rot, c_pos)
-        r, p = _move(r, p, is_rev * qk, (1.0 - is_rev) * qk)
-        axis = jnp.stack([r[0][2], r[1][2], r[2][2]])
-        return (_flat(r), tuple(p)), (axis, jnp.stack(p))
-
-    one, zero = jnp.ones(batch, dtype), jnp.zeros(batch, dtype)
-    init = (tuple(one if i == j else zero for i in range(3) for j in range(3)), (zero, zero, zero))
-    xs = (kin.chain_rot[:-1], kin.chain_pos[:-1], kin.chain_revolute, qc)
-    (r_flat, p_t), (axes, origins) = lax.scan(step, init, xs)  # axes, origins: (C, 3, ...)
-    r, p = _compose(_nested(r_flat), list(p_t), kin.chain_rot[-1], kin.chain_pos[-1])
-    ee_rot = jnp.stack([jnp.stack(ri) for ri in r])
-    ee_pos = jnp.stack(p)
-
-    rev = kin.chain_revolute.reshape((-1,) + (1,) * len(batch))
-    d = [ee_pos[i][None] - origins[:, i] for i in range(3)]  # (C, ...)
-    z = [axes[:, i] for i in range(3)]
-    lin = [z[1] * d[2] - z[2] * d[1], z[2] * d[0] - z[0] * d[2], z[0] * d[1] - z[1] * d[0]]
-    cols = [rev * lin[i] + (1.0 - rev) * z[i] for i in range(3)] + [rev * z[i] for i in range(3)]
-    cols_a = jnp.stack(cols, axis=1)  # (C, 6, ...)
-    per_q: list[Array] = []
-    for j in range(len(kin.joint_names)):
-        terms = [cols_a[k] if m == 1.0 else m * cols_a[k] for k, (jj, m, _) in enumerate(kin.chain_coords) if jj == j]
-        per_q.append(functools.reduce(operator.add, terms) if terms else jnp.zeros((6,) + batch, dtype))
-    jac = jnp.stack(per_q, axis=1) if per_q else jnp.zeros((6, 0) + batch, dtype)
-    return ee_rot, ee_pos, jac
-
-
-def tree_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array]:
-    """World position (B, 3, ...) and rotation (B, 3, 3, ...) of every body for q (J, ...)."""
-    batch = q.shape[1:]
-    dtype = q.dtype
-    qn = _motion_coords(kin.tree_coords, q)
-    k = kin.tree_rot.shape[0]
-    eye = jnp.broadcast_to(jnp.eye(3, dtype=dtype).reshape((3, 3) + (1,) * len(batch)), (3, 3) + batch)
-    rots = jnp.zeros((k + 1, 3, 3) + batch, dtype).at[k].set(eye)
-    poss = jnp.zeros((k + 1, 3) + batch, dtype)
-
-    def step(carry, x):
-        rots, poss = carry
-        i, parent, n_rot, n_pos, is_rev, is_pri, qk = x
-        rp, pp = rots[parent], poss[parent]
-        r, p = _compose([[rp[a, b] for b in range(3)] for a in range(3)], [pp[a] for a in range(3)], n_rot, n_pos)
-        r, p = _move(r, p, is_rev * qk, is_pri * qk)
-        rot = jnp.stack([jnp.stack(ri) for ri in r])
-        return (rots.at[i].set(rot), poss.at[i].set(jnp.stack(p))), None
-
-    xs = (jnp.arange(k), kin.tree_parent, kin.tree_rot, kin.tree_pos, kin.tree_revolute, kin.tree_prismatic, qn)
-    (rots, poss), _ = lax.scan(step, (rots, poss), xs)
-    return poss[kin.body_node], rots[kin.body_node]
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Public batch-first functions: q (..., J) with any leading shape.
-
-
-def _check_q(kin: Kinematics, q: Any) -> Array:
-    q = jnp.asarray(q)
-    if q.ndim == 0 or q.shape[-1] != kin.num_joints:
-        raise ValueError(
-            f"q must have shape (..., {kin.num_joints}) for joints {list(kin.joint_names)}, got {q.shape}"
-        )
-    return q
-
-
-@jax.jit
-def _ee_batch_first(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
-    q = q.astype(kin.dtype)
-    lead = q.shape[:-1]
-    qt = q.reshape((-1, q.shape[-1])).T  # (J, M): the batch becomes the contiguous axis
-    rot, pos, jac = chain_kernel(kin, qt)
-    quat = matrix_to_quat(rot)
-    return (
-        pos.T.reshape(lead + (3,)),
-        quat.T.reshape(lead + (4,)),
-        jnp.moveaxis(jac, -1, 0).reshape(lead + jac.shape[:2]),
-    )
-
-
-@jax.jit
-def _tree_batch_first(kin: Kinematics, q: Array) -> tuple[Array, Array]:
-    q = q.astype(kin.dtype)
-    lead = q.shape[:-1]
-    pos, rot = tree_kernel(kin, q.reshape((-1, q.shape[-1])).T)  # (B, 3, M), (B, 3, 3, M)
-    quat = jnp.stack([matrix_to_quat(rot[b]) for b in range(rot.shape[0])]) if rot.shape[0] else \
-        jnp.zeros((0, 4) + rot.shape[3:], rot.dtype)
-    n_bodies = pos.shape[0]
-    return (
-        jnp.moveaxis(pos, -1, 0).reshape(lead + (n_bodies, 3)),
-        jnp.moveaxis(quat, -1, 0).reshape(lead + (n_bodies, 4)),
-    )
-
-
-def forward_kinematics(kin: Kinematics, q: Any) -> tuple[Array, Array]:
-    """End-effector pose in the world frame: position (..., 3) in metres, quaternion (..., 4) (w, x, y, z), w >= 0."""
-    pos, quat, _ = _ee_batch_first(kin, _check_q(kin, q))
-    return pos, quat
-
-
-def jacobian(kin: Kinematics, q: Any) -> Array:
-    """Geometric Jacobian (..., 6, J) of the ee frame origin: world frame, linear rows first.
-
-    Rows 0:3 map q̇ to the ee origin's linear velocity (m/s), rows 3:6 to the angular velocity (rad/s).
-    Coordinates off the ee chain have zero columns.
-    """
-    return _ee_batch_first(kin, _check_q(kin, q))[2]
-
-
-def forward_kinematics_and_jacobian(kin: Kinematics, q: Any) -> tuple[Array, Array, Array]:
-    """ee position (..., 3), quaternion (..., 4) and Jacobian (..., 6, J) from one pass over the chain."""
-    return _ee_batch_first(kin, _check_q(kin, q))
-
-
-def forward_kinematics_all(kin: Kinematics, q: Any) -> tuple[Array, Array]:
-    """World pose of every body in ``kin.body_names`` order: positions (..., B, 3), quaternions (..., B, 4)."""
-    return _tree_batch_first(kin, _check_q(kin, q))
-
-
-def ee_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
-    """Unjitted ee position (3, ...), quaternion (4, ...) and Jacobian (6, J, ...) for q (J, ...).
-
-    Component-first, for composing inside your own ``jit``/``vmap``/``lax`` code: with q of shape (J,)
-    it is the single-configuration function; with q (J, N) it is the fast batched form.
-    """
-    rot, pos, jac = chain_kernel(kin, q)
-    return pos, matrix_to_quat(rot), jac
 
 
 def random_configurations(kin: Kinematics, key: Array, shape: tuple[int, ...]) -> Array:

@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .kinematics import Kinematics, forward_kinematics, random_configurations
+from .forward import forward_kinematics
+from .kinematics import Kinematics, random_configurations
 from .solve import IKInfo, solve_ik
 
 _PERCENTILES = (50, 90, 99, 100)
@@ -29,7 +30,8 @@ def ik_report(
     rot_tol: float = 1e-3,
     method: str = "dls",
     ik_params: Mapping[str, float] | None = None,
-    max_step: float | None = None,
+    max_step: float | None = 0.5,
+    home_restart_after: int | None = 10,
     dtype: str = "float32",
     device: str = "cpu",
     ee_offset: Sequence[float] | None = None,
@@ -37,14 +39,24 @@ def ik_report(
     """Solve a fixed, seeded batch of reachable pose targets for ``ee_body`` and summarise the outcome.
 
     Targets are the ee poses (FK) of ``num_targets`` uniform in-limit configurations drawn from
-    ``seed``. Two runs solve them: ``perturbed`` starts each target from its own configuration plus
-    uniform noise of at most ``perturbation`` rad (or m) per joint, clamped into the limits, for at most
-    ``iterations`` steps; ``home`` starts every target from the zero (rest) pose clamped into the limits,
-    for at most ``home_iterations`` steps. Each run reports its success rate, error and iteration
-    percentiles (p50, p90, p99, max), and timing: ``first_call_s`` (compile + solve), ``solve_s`` (a
-    second, compiled call) and ``compile_s`` (their difference). float64 (``dtype="float64"``) needs
-    ``jax_enable_x64``.
+    ``seed``. Two runs of :func:`solve_ik` solve them, both with steps of at most ``max_step`` per joint:
+    ``perturbed`` starts each target from its own configuration plus uniform noise of at most
+    ``perturbation`` rad (or m) per joint, clamped into the limits, for at most ``iterations`` steps;
+    ``home`` starts every target from the zero (rest) pose clamped into the limits, for at most
+    ``home_iterations`` steps, re-seeding targets that stall for ``home_restart_after`` steps (None: never;
+    from one start, joint limits leave a local method stuck on a large share of random targets). Each run
+    reports its success rate, error and iteration percentiles (p50, p90, p99, max), restarts, and timing:
+    ``first_call_s`` (compile + solve), ``solve_s`` (a second, compiled call) and ``compile_s`` (their
+    difference). ``dtype="float64"`` switches 64-bit JAX on for the duration of the call only.
     """
+    if jnp.dtype(dtype) == jnp.float64 and not jax.config.jax_enable_x64:
+        with jax.enable_x64(True):
+            return ik_report(
+                usd_path, ee_body, num_targets, seed, iterations=iterations, home_iterations=home_iterations,
+                perturbation=perturbation, pos_tol=pos_tol, rot_tol=rot_tol, method=method, ik_params=ik_params,
+                max_step=max_step, home_restart_after=home_restart_after, dtype=dtype, device=device,
+                ee_offset=ee_offset,
+            )
     kin = Kinematics.from_usd(usd_path, ee_body, ee_offset=ee_offset, dtype=jnp.dtype(dtype), device=device)
     key_q, key_noise = jax.random.split(jax.random.PRNGKey(seed))
     q_true = random_configurations(kin, key_q, (num_targets,))
@@ -57,8 +69,9 @@ def ik_report(
     home = jnp.clip(jnp.zeros(kin.num_joints, kin.dtype), kin.lower, kin.upper)
     common = dict(pos_tol=pos_tol, rot_tol=rot_tol, method=method, ik_params=ik_params, max_step=max_step)
     runs = {
-        "perturbed": _timed_run(kin, targets, seeds, iterations, common) | {"perturbation": perturbation},
-        "home": _timed_run(kin, targets, home, home_iterations, common) | {"home_pose": _floats(home)},
+        "perturbed": _timed_run(kin, targets, seeds, iterations, common) | {"perturbation": float(perturbation)},
+        "home": _timed_run(kin, targets, home, home_iterations, common | {"restart_after": home_restart_after})
+        | {"home_pose": _floats(home), "restart_after": home_restart_after},
     }
     return {
         "usd_path": str(usd_path),
@@ -102,6 +115,7 @@ def _summary(info: IKInfo) -> dict[str, Any]:
         "rot_err_rad": _percentiles(info.rot_err),
         "iterations": _percentiles(info.iterations),
         "mean_iterations": float(np.mean(np.asarray(info.iterations))) if conv.size else 0.0,
+        "restarts": _percentiles(info.restarts),
     }
 
 

@@ -60,12 +60,11 @@ def axis_angle_from_quat(q: Array, eps: float = 1.0e-6) -> Array:
     sign = jnp.where(q[0] < 0.0, -1.0, 1.0).astype(q.dtype)
     w = sign * q[0]
     mag = jnp.sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
-    half = jnp.arctan2(mag, w)
-    angle = 2.0 * half
+    angle = 2.0 * jnp.arctan2(mag, w)
     small = jnp.abs(angle) <= eps
-    safe_sin = jnp.where(small, 1.0, jnp.sin(half))
-    # angle / sin(half); its Taylor series 2 + angle² / 24 near zero.
-    factor = sign * jnp.where(small, 2.0 + angle * angle / 24.0, angle / safe_sin)
+    # angle / sin(angle / 2), with sin(angle / 2) = mag / |q| (no sin call); Taylor 2 + angle²/24 near 0.
+    norm = jnp.sqrt(w * w + mag * mag)
+    factor = sign * jnp.where(small, 2.0 + angle * angle / 24.0, angle * norm / jnp.where(small, 1.0, mag))
     return jnp.stack([q[1] * factor, q[2] * factor, q[3] * factor])
 
 

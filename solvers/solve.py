@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any, Mapping, NamedTuple
 
 import jax
-import numpy as np
 import jax.numpy as jnp
+import numpy as np
 from jax import Array, lax
 
-from .differential_ik import DEFAULT_IK_PARAMS, differential_ik_step_cf, pose_error_cf
-from .kinematics import Kinematics, ee_kernel
+from .chunking import map_chunks
+from .differential_ik import DEFAULT_IK_PARAMS
+from .forward import ee_kernel
+from .ik_step import differential_ik_step_cf, pose_error_cf
+from .kinematics import Kinematics
 
 
 class IKInfo(NamedTuple):
@@ -72,7 +75,9 @@ def solve_ik(
     one start cannot leave a basin that joint limits close off. Returns q (N, J) and :class:`IKInfo`.
     """
     if method not in DEFAULT_IK_PARAMS:
-        raise ValueError(f"Unsupported inverse-kinematics method: {method!r}; expected one of {list(DEFAULT_IK_PARAMS)}")
+        raise ValueError(
+            f"Unsupported inverse-kinematics method: {method!r}; expected one of {list(DEFAULT_IK_PARAMS)}"
+        )
     params = dict(DEFAULT_IK_PARAMS[method])
     unknown = sorted(set(ik_params or {}) - set(params))
     if unknown:
@@ -96,7 +101,10 @@ def solve_ik(
         {k: jnp.asarray(v, kin.dtype) for k, v in params.items()},
         restart_base, jnp.asarray(_restart_increments(kin.num_joints), kin.dtype), jnp.asarray(lo, kin.dtype),
         jnp.asarray(hi - lo, kin.dtype),
-        iterations=int(iterations), method=method, restart_after=restart_after,
+        jnp.asarray(int(iterations), jnp.int32),
+        # "Never" is a stall count no loop reaches; keeping it traced shares one compiled loop.
+        jnp.asarray(np.iinfo(np.int32).max if restart_after is None else int(restart_after), jnp.int32),
+        method=method,
     )
 
 
@@ -118,10 +126,10 @@ def _solve_impl(
     restart_step: Array,
     box_lo: Array,
     box_span: Array,
+    iterations: Array,
+    restart_after: Array,
     *,
-    iterations: int,
     method: str,
-    restart_after: int | None,
 ) -> tuple[Array, IKInfo]:
     # Component-first inside the loop (joints/components lead, targets trail): see solvers.rotations.
     position_only = targets.shape[1] == 3
@@ -133,47 +141,45 @@ def _solve_impl(
         t_quat = (targets[:, 3:7] / jnp.linalg.norm(targets[:, 3:7], axis=1, keepdims=True)).T
     lower, upper = kin.lower[:, None], kin.upper[:, None]
 
-    def evaluate(q: Array):
-        """FK, Jacobian and error norms (N,) of every target at q (J, N)."""
-        pos, quat, jac = ee_kernel(kin, q)
-        pos_err, rot_err = pose_error_cf(pos, quat, t_pos, t_quat)
-        pe = jnp.sqrt(jnp.sum(pos_err * pos_err, axis=0))
-        re = jnp.zeros_like(pe) if position_only else jnp.sqrt(jnp.sum(rot_err * rot_err, axis=0))
-        return pos, quat, jac, pe, re
-
-    def step(q: Array, pos: Array, quat: Array, jac: Array) -> Array:
-        def delta(j: Array) -> Array:
-            q_new = differential_ik_step_cf(
-                pos, quat, j, q, t_pos, t_quat, command_type=command_type, ik_method=method, **params
-            )
-            return q_new - q
-
-        dq = delta(jac)
-        # Active set: hold joints that sit at a limit and are pushed outward, re-solve with the rest.
-        held = ((q <= lower) & (dq < 0)) | ((q >= upper) & (dq > 0))
-        dq = delta(jnp.where(held[None], 0.0, jac))
-        # Uniform scaling keeps the step's direction when it is limited.
-        biggest = jnp.maximum(jnp.max(jnp.abs(dq), axis=0), jnp.finfo(q.dtype).tiny)
-        return jnp.clip(q + jnp.minimum(1.0, max_step / biggest) * dq, lower, upper)
-
     def met(pe: Array, re: Array) -> Array:
         return (pe <= pos_tol) & (re <= rot_tol)
 
-    q0 = q0.T
-    n = q0.shape[1]
-    pos, quat, jac, pe, re = evaluate(q0)
-    done = met(pe, re)
-    zeros = jnp.zeros(n, jnp.int32)
-    best = jnp.full(n, jnp.inf, q0.dtype)
-    state = (jnp.asarray(0), q0, pos, quat, jac, pe, re, done, zeros, best, zeros, zeros)
+    def solve_chunk(t_pos: Array, t_quat: Array, q0: Array, restart_base: Array):
+        """The iteration loop for one chunk of targets: t_pos (3, n), t_quat (4, n), q0 (J, n)."""
 
-    def cond(s):
-        return (s[0] < iterations) & ~jnp.all(s[7])
+        def evaluate(q: Array):
+            pos, quat, jac = ee_kernel(kin, q)
+            pos_err, rot_err = pose_error_cf(pos, quat, t_pos, t_quat)
+            pe = _norm3(pos_err)
+            return pos, quat, jac, pe, jnp.zeros_like(pe) if position_only else _norm3(rot_err)
 
-    def body(s):
-        it, q, pos, quat, jac, pe, re, done, count, best, stall, restarts = s
-        q_new = step(q, pos, quat, jac)
-        if restart_after is not None:
+        def step(q: Array, pos: Array, quat: Array, jac: Array) -> Array:
+            def delta(j: Array) -> Array:
+                q_new = differential_ik_step_cf(
+                    pos, quat, j, q, t_pos, t_quat, command_type=command_type, ik_method=method, **params
+                )
+                return q_new - q
+
+            dq = delta(jac)
+            # Active set: hold joints that sit at a limit and are pushed outward, re-solve with the rest.
+            held = ((q <= lower) & (dq < 0)) | ((q >= upper) & (dq > 0))
+            dq = delta(jnp.where(held[None], 0.0, jac))
+            # Uniform scaling keeps the step's direction when it is limited.
+            biggest = jnp.maximum(jnp.max(jnp.abs(dq), axis=0), jnp.finfo(q.dtype).tiny)
+            return jnp.clip(q + jnp.minimum(1.0, max_step / biggest) * dq, lower, upper)
+
+        n = q0.shape[1]
+        pos, quat, jac, pe, re = evaluate(q0)
+        zeros = jnp.zeros(n, jnp.int32)
+        best = jnp.full(n, jnp.inf, q0.dtype)
+        state = (jnp.asarray(0), q0, pos, quat, jac, pe, re, met(pe, re), zeros, best, zeros, zeros)
+
+        def cond(s):
+            return (s[0] < iterations) & ~jnp.all(s[7])
+
+        def body(s):
+            it, q, pos, quat, jac, pe, re, done, count, best, stall, restarts = s
+            q_new = step(q, pos, quat, jac)
             score = pe / pos_tol + re / rot_tol
             improved = score < 0.95 * best
             best = jnp.where(improved, score, best)
@@ -185,14 +191,23 @@ def _solve_impl(
             best = jnp.where(restart, jnp.inf, best)
             stall = jnp.where(restart, 0, stall)
             restarts = restarts + restart.astype(jnp.int32)
-        q = jnp.where(done, q, q_new)
-        count = count + (~done).astype(jnp.int32)
-        pos, quat, jac, pe, re = evaluate(q)
-        return it + 1, q, pos, quat, jac, pe, re, done | met(pe, re), count, best, stall, restarts
+            q = jnp.where(done, q, q_new)
+            count = count + (~done).astype(jnp.int32)
+            pos, quat, jac, pe, re = evaluate(q)
+            return it + 1, q, pos, quat, jac, pe, re, done | met(pe, re), count, best, stall, restarts
 
-    final = lax.while_loop(cond, body, state)
-    _, q, _, _, _, pe, re, done, count, _, _, restarts = final
+        _, q, _, _, _, pe, re, done, count, _, _, restarts = lax.while_loop(cond, body, state)
+        return q, pe, re, done, count, restarts
+
+    # Chunks keep each loop's working set in cache and let a chunk stop as soon as its targets converge.
+    q, pe, re, done, count, restarts = map_chunks(solve_chunk, t_pos, t_quat, q0.T, restart_base)
     return q.T, IKInfo(converged=done, pos_err=pe, rot_err=re, iterations=count, restarts=restarts)
 
 
-_solve_jit = jax.jit(_solve_impl, static_argnames=("iterations", "method", "restart_after"))
+def _norm3(v: Array) -> Array:
+    """Euclidean norm over the leading 3 components, written out (no reduction op on XLA:CPU)."""
+    return jnp.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+
+
+# Only the method is static: iteration caps, tolerances and restart settings change without recompiling.
+_solve_jit = jax.jit(_solve_impl, static_argnames=("method",))

@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 
 DofKind = Literal["revolute", "prismatic"]
-JointKind = Literal["revolute", "prismatic", "fixed", "spherical", "d6"]
+JointKind = Literal["revolute", "prismatic", "fixed", "spherical", "d6", "frame"]
 
 _AXES = {"X": 0, "Y": 1, "Z": 2}
 _D6_DOFS = (
@@ -72,7 +72,8 @@ class JointSpec:
 
     ``rest_rel = inv(rest_world[parent]) @ rest_world[child]`` is the child's rest pose in the parent
     body frame; ``frame`` (4×4, metres) is the joint frame in the child body frame
-    (``localPos1/localRot1``); ``M`` applies the elementary motions in order.
+    (``localPos1/localRot1``); ``M`` applies the elementary motions in order. Kind ``"frame"`` is not a
+    USD joint: it attaches a link frame (a merged link, an Xform below its body) rigidly to its body.
     """
 
     name: str
@@ -86,11 +87,14 @@ class JointSpec:
 
 @dataclass(frozen=True, eq=False)
 class KinematicTree:
-    """Bodies (rest world poses, 4×4, metres) and the joints of a tree, in topological order.
+    """Links (rest world poses, 4×4, metres) and the joints of a tree, in topological order.
 
-    ``bodies`` are ordered so that every parent comes before its children. ``parent_joint[b]`` indexes
+    Links are the rigid bodies and the link *frames*: prims below a body (or directly below the root
+    prim, for the world) that carry ``usdforge:sourceName`` but no ``RigidBodyAPI``, i.e. source links
+    the converter merged into a body (docs/usd_layout.md, "Frames"). ``is_frame`` tells them apart.
+    Links are ordered so that every parent comes before its children. ``parent_joint[b]`` indexes
     ``joints`` (or is -1 for a root body, which stays at its rest pose: a floating base is not a
-    coordinate here). ``joints`` are in the order they are authored in the stage.
+    coordinate here). USD joints come first, in authored order, then the frame attachments.
     """
 
     body_names: tuple[str, ...]
@@ -98,6 +102,7 @@ class KinematicTree:
     rest_world: np.ndarray  # (B, 4, 4)
     joints: tuple[JointSpec, ...]
     parent_joint: tuple[int, ...]
+    is_frame: tuple[bool, ...] = ()
     source: str = ""
     body_lookup: dict[str, list[int]] = field(default_factory=dict)
 
@@ -228,6 +233,24 @@ def read_kinematic_tree(usd_path: str | PathLike[str]) -> KinematicTree:
             raise ValueError(f"joint {jp.GetPath()} has no body1 (child); usdforge joints point parent -> child")
         raw_joints.append((jp, parent, child))
 
+    # Link frames: named Xforms directly below a body or a frame (merged links), or directly below the
+    # root prim (a ghost world link). Shapes live under unnamed visuals/collisions scopes, so the walk
+    # never reaches them.
+    n_rigid = len(body_list)
+    frame_links: list[tuple[int, object]] = []  # (parent link index or -1, prim)
+    pending = [(i, p) for i, p in enumerate(list(body_list))] + [(-1, root)]
+    while pending:
+        parent_index, prim = pending.pop()
+        for child in prim.GetChildren():
+            if str(child.GetPath()) in body_index or child.IsA(UsdPhysics.Joint) or not child.IsA(UsdGeom.Xform):
+                continue
+            attr = child.GetAttribute("usdforge:sourceName")
+            if not (attr and attr.HasAuthoredValue()):
+                continue
+            index = add_body(child)
+            frame_links.append((parent_index, child))
+            pending.append((index, child))
+
     rest_world = np.stack([_gf_to_transform(cache.GetLocalToWorldTransform(p), mpu) for p in body_list]) \
         if body_list else np.zeros((0, 4, 4))
 
@@ -253,6 +276,9 @@ def read_kinematic_tree(usd_path: str | PathLike[str]) -> KinematicTree:
             mimic_targets[name] = (str(rel.GetTargets()[0]), mult, off)
 
     joints = _attach_mimics(joints, mimic_targets, name_of_path, path)
+    for parent_index, prim in frame_links:
+        joints.append(JointSpec(_source_name(prim), str(prim.GetPath()), "frame", parent_index,
+                                body_index[str(prim.GetPath())], np.eye(4), ()))
 
     # Tree structure: one parent joint per body, no loops; order bodies parents-first.
     parent_joint = [-1] * len(body_list)
@@ -283,6 +309,7 @@ def read_kinematic_tree(usd_path: str | PathLike[str]) -> KinematicTree:
         rest_world=rest_world[order] if len(order) else rest_world,
         joints=tuple(joints),
         parent_joint=tuple(parent_joint[i] for i in order),
+        is_frame=tuple(i >= n_rigid for i in order),
         source=path,
         body_lookup=lookup,
     )

@@ -1,0 +1,190 @@
+"""The differential IK step: pose error, the four inverses of the Jacobian, and q + Δq.
+
+One step maps a task-space error ``Δx`` to ``q_target = q + Δq`` with ``Δq = J⁺ Δx`` for a choice of
+inverse ``J⁺``:
+
+* ``pinv``  Moore-Penrose pseudo-inverse, ``Δq = k · pinv(J) Δx`` (singular values below
+  ``max(m, n) · eps · σ_max`` are dropped, as ``torch.linalg.pinv`` does);
+* ``svd``   adaptive SVD, ``Δq = k · V diag(1/σ if σ > min_singular_value else 0) Uᵀ Δx``; any m × n
+  shape, so position-only commands and arms with fewer than 6 joints work;
+* ``trans`` Jacobian transpose, ``Δq = k · Jᵀ Δx``;
+* ``dls``   damped least squares, ``Δq = Jᵀ (J Jᵀ + λ² I)⁻¹ Δx``, solved with a Cholesky factorisation
+  written out element by element (m = 3 or 6): on XLA:CPU this fuses into loops over the batch, where a
+  per-matrix ``linalg.solve`` is a library call per problem.
+
+The pose error is the position difference plus the rotation vector of ``q_des · q⁻¹`` taken with
+w >= 0, in the world frame. Quaternions are (w, x, y, z).
+
+The ``*_cf`` functions are component-first (see :mod:`solvers.rotations`) and are what ``solve_ik``
+runs; the others are the batch-first public form (..., 3), (..., 6, J) and move axes at the boundary.
+All are pure and broadcast over batch dimensions, so they work under ``jit`` and ``vmap``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+from jax import Array
+
+from .rotations import axis_angle_from_quat, from_components, quat_from_rotvec, quat_inverse, quat_mul, to_components
+
+
+def pose_error_cf(ee_pos: Array, ee_quat: Array, pos_des: Array, quat_des: Array) -> tuple[Array, Array]:
+    """Position error (3, ...) and rotation error (3, ...) of ``quat_des * ee_quat⁻¹`` (w >= 0)."""
+    return pos_des - ee_pos, axis_angle_from_quat(quat_mul(quat_des, quat_inverse(ee_quat)))
+
+
+def dls_solve_cf(jacobian: Array, delta: Array, lambda_val: Array | float) -> Array:
+    """``Jᵀ (J Jᵀ + λ² I)⁻¹ delta`` for J (m, n, ...) and delta (m, ...); returns (n, ...).
+
+    J Jᵀ + λ² I is symmetric positive definite for λ > 0, so Cholesky needs no pivoting; the
+    factorisation and both triangular solves are unrolled over the m ≤ 6 rows when tracing.
+    """
+    m = jacobian.shape[0]
+    rows = [jacobian[i] for i in range(m)]  # (n, ...)
+    lam2 = jnp.asarray(lambda_val, dtype=jacobian.dtype) ** 2
+    a = [[jnp.sum(rows[i] * rows[j], axis=0) for j in range(i + 1)] for i in range(m)]  # lower triangle
+    chol: list[list[Any]] = [[None] * (i + 1) for i in range(m)]
+    inv_diag: list[Array] = []
+    for j in range(m):
+        d = a[j][j] + lam2 - sum(chol[j][k] * chol[j][k] for k in range(j))
+        chol[j][j] = jnp.sqrt(d)
+        inv_diag.append(1.0 / chol[j][j])
+        for i in range(j + 1, m):
+            chol[i][j] = (a[i][j] - sum(chol[i][k] * chol[j][k] for k in range(j))) * inv_diag[j]
+    y: list[Array] = []
+    for i in range(m):  # L y = delta
+        y.append((delta[i] - sum(chol[i][k] * y[k] for k in range(i))) * inv_diag[i])
+    x: list[Any] = [None] * m
+    for i in reversed(range(m)):  # Lᵀ x = y
+        x[i] = (y[i] - sum(chol[k][i] * x[k] for k in range(i + 1, m))) * inv_diag[i]
+    return sum(rows[i] * x[i][None] for i in range(m))
+
+
+def _svd_solve_cf(jacobian: Array, delta: Array, keep: Any) -> Array:
+    jac = from_components(jacobian, 2)  # (..., m, n): batched SVD wants the matrix axes last
+    u, s, vh = jnp.linalg.svd(jac, full_matrices=False)  # u (..., m, r), s (..., r), vh (..., r, n)
+    s_inv = jnp.where(keep(s), 1.0 / jnp.where(s > 0, s, 1.0), 0.0)
+    coeff = s_inv * jnp.einsum("...mr,...m->...r", u, from_components(delta))
+    return jnp.moveaxis(jnp.einsum("...rn,...r->...n", vh, coeff), -1, 0)
+
+
+def delta_joint_positions_cf(
+    delta_pose: Array,
+    jacobian: Array,
+    ik_method: str,
+    *,
+    k_val: Array | float = 1.0,
+    min_singular_value: Array | float = 1e-5,
+    lambda_val: Array | float = 0.01,
+) -> Array:
+    """Joint change (n, ...) for a task-space error (m, ...) and Jacobian (m, n, ...) by ``ik_method``."""
+    if ik_method == "pinv":
+        m, n = jacobian.shape[:2]
+        rtol = max(m, n) * jnp.finfo(jacobian.dtype).eps
+        return k_val * _svd_solve_cf(jacobian, delta_pose, lambda s: s > rtol * jnp.max(s, axis=-1, keepdims=True))
+    if ik_method == "svd":
+        return k_val * _svd_solve_cf(jacobian, delta_pose, lambda s: s > min_singular_value)
+    if ik_method == "trans":
+        return k_val * jnp.sum(jacobian * delta_pose[:, None], axis=0)
+    if ik_method == "dls":
+        return dls_solve_cf(jacobian, delta_pose, lambda_val)
+    raise ValueError(f"Unsupported inverse-kinematics method: {ik_method!r}")
+
+
+def differential_ik_step_cf(
+    ee_pos: Array,
+    ee_quat: Array,
+    jacobian: Array,
+    joint_pos: Array,
+    pos_des: Array,
+    quat_des: Array,
+    *,
+    command_type: str,
+    ik_method: str,
+    k_val: Array | float = 1.0,
+    min_singular_value: Array | float = 1e-5,
+    lambda_val: Array | float = 0.01,
+) -> Array:
+    """Component-first :func:`differential_ik_step`: ee_pos (3, ...), ee_quat (4, ...), jacobian (6, J, ...),
+    joint_pos (J, ...), pos_des (3, ...), quat_des (4, ...) → joint targets (J, ...)."""
+    if command_type == "position":
+        delta = pos_des - ee_pos
+        jac = jacobian[0:3]
+    else:
+        pos_err, rot_err = pose_error_cf(ee_pos, ee_quat, pos_des, quat_des)
+        delta = jnp.concatenate([pos_err, rot_err], axis=0)
+        jac = jacobian
+    dq = delta_joint_positions_cf(
+        delta, jac, ik_method, k_val=k_val, min_singular_value=min_singular_value, lambda_val=lambda_val
+    )
+    return joint_pos + dq
+
+
+def compute_pose_error(ee_pos: Array, ee_quat: Array, pos_des: Array, quat_des: Array) -> tuple[Array, Array]:
+    """Position error (..., 3) ``pos_des - ee_pos`` and rotation error (..., 3), the rotation vector
+    (radians, world frame) of ``quat_des * ee_quat⁻¹`` flipped to w >= 0. Quaternions (..., 4) (w, x, y, z)."""
+    pos_err, rot_err = pose_error_cf(*(to_components(jnp.asarray(x)) for x in (ee_pos, ee_quat, pos_des, quat_des)))
+    return from_components(pos_err), from_components(rot_err)
+
+
+def apply_delta_pose(ee_pos: Array, ee_quat: Array, delta: Array) -> tuple[Array, Array]:
+    """Target pose from a relative command (..., 6): position + delta[..., :3], and the world-frame rotation
+    vector delta[..., 3:6] applied before ``ee_quat`` (rotations below 1e-6 rad count as none)."""
+    delta = jnp.asarray(delta)
+    rot = quat_mul(quat_from_rotvec(to_components(delta[..., 3:6])), to_components(jnp.asarray(ee_quat)))
+    return ee_pos + delta[..., :3], from_components(rot)
+
+
+def dls_solve(jacobian: Array, delta: Array, lambda_val: Array | float) -> Array:
+    """``Jᵀ (J Jᵀ + λ² I)⁻¹ delta`` for J (..., m, n) and delta (..., m); returns (..., n)."""
+    jac, err = to_components(jnp.asarray(jacobian), 2), to_components(jnp.asarray(delta))
+    return from_components(dls_solve_cf(jac, err, lambda_val))
+
+
+def delta_joint_positions(
+    delta_pose: Array,
+    jacobian: Array,
+    ik_method: str,
+    *,
+    k_val: Array | float = 1.0,
+    min_singular_value: Array | float = 1e-5,
+    lambda_val: Array | float = 0.01,
+) -> Array:
+    """Joint change (..., n) for a task-space error (..., m) and Jacobian (..., m, n) by ``ik_method``."""
+    dq = delta_joint_positions_cf(
+        to_components(jnp.asarray(delta_pose)), to_components(jnp.asarray(jacobian), 2), ik_method,
+        k_val=k_val, min_singular_value=min_singular_value, lambda_val=lambda_val,
+    )
+    return from_components(dq)
+
+
+def differential_ik_step(
+    ee_pos: Array,
+    ee_quat: Array,
+    jacobian: Array,
+    joint_pos: Array,
+    pos_des: Array,
+    quat_des: Array,
+    *,
+    command_type: str,
+    ik_method: str,
+    k_val: Array | float = 1.0,
+    min_singular_value: Array | float = 1e-5,
+    lambda_val: Array | float = 0.01,
+) -> Array:
+    """Target joint positions (..., J) that move the ee from (ee_pos (..., 3), ee_quat (..., 4)) toward
+    (pos_des, quat_des), given the world-frame Jacobian (..., 6, J) and joint positions (..., J).
+
+    ``command_type="position"`` uses the first three Jacobian rows and the position error only.
+    ``command_type`` and ``ik_method`` must be static under ``jit``; the gains may be traced. Pure: use
+    it under ``jit``/``vmap`` (with no batch dimensions it is the single-environment step).
+    """
+    cf = lambda x: to_components(jnp.asarray(x))  # noqa: E731
+    q = differential_ik_step_cf(
+        cf(ee_pos), cf(ee_quat), to_components(jnp.asarray(jacobian), 2), cf(joint_pos), cf(pos_des), cf(quat_des),
+        command_type=command_type, ik_method=ik_method,
+        k_val=k_val, min_singular_value=min_singular_value, lambda_val=lambda_val,
+    )
+    return from_components(q)
