@@ -41,9 +41,11 @@ class MeshPart(NamedTuple):
     transform: np.ndarray
 
 
-def load_parts(path: Path) -> list[MeshPart]:
+def load_parts(path: Path, units: str | None = None) -> list[MeshPart]:
     """Every triangle mesh in the file at ``path``, each with its node transform (Z-up for glTF).
 
+    units: when given (e.g. "meters"), each transform also converts the units the file declares (COLLADA's
+        ``<asset><unit meter>``, as trimesh reads it) into these; a file that declares none is left as it is.
     Raises ConversionError when the file is missing, unreadable, or holds no triangles.
     """
     path = Path(path)
@@ -66,10 +68,25 @@ def load_parts(path: Path) -> list[MeshPart]:
         geometry = scene.geometry.get(geometry_name)
         if not isinstance(geometry, trimesh.Trimesh) or len(geometry.faces) == 0:
             continue  # lines and point clouds carry no surface
-        parts.append(MeshPart(str(node), geometry, up @ np.asarray(transform, dtype=np.float64)))
+        matrix = up @ np.asarray(transform, dtype=np.float64)
+        if units is not None:
+            matrix = np.diag([_unit_scale(geometry.units, units)] * 3 + [1.0]) @ matrix
+        parts.append(MeshPart(str(node), geometry, matrix))
     if not parts:
         raise ConversionError(path, "the file holds no triangle mesh")
     return parts
+
+
+def _unit_scale(declared: str | None, desired: str) -> float:
+    """The factor from a file's declared units (trimesh's unit string) to ``desired``; 1 when the file
+    declares none or an unusable value."""
+    if not declared:
+        return 1.0
+    try:
+        factor = trimesh.units.unit_conversion(declared, desired)
+    except (ValueError, KeyError):
+        return 1.0
+    return factor if np.isfinite(factor) and factor > 0 else 1.0
 
 
 def load_parts_with_assimp(path: Path) -> list[MeshPart]:

@@ -35,16 +35,20 @@ def key_file_name(usd_file_name: str) -> str:
     return f"{usd_stem(usd_file_name)}.usdforge.toml"
 
 
-#: Layers of a robot's layered output (``run_asset_transformer``), relative to usd_dir, besides the
-#: interface layer ``<stem>.usda``; as Isaac Lab's asset transformer lays them out.
-ROBOT_PAYLOAD_LAYERS = (
-    "payloads/base.usda",
-    "payloads/geometry.usd",
-    "payloads/materials.usda",
-    "payloads/Physics/physics.usda",
-    "payloads/Physics/physx.usda",
-    "payloads/Physics/mujoco.usda",
-)
+#: Layers of a robot's layered output (``run_asset_transformer``) by role, relative to usd_dir, besides
+#: the interface layer ``<stem>.usda``; as Isaac Lab's asset transformer lays them out, plus Newton's layer.
+#: base: bodies, frames, shapes; geometry: mesh prototypes (binary); materials: looks; physics: UsdPhysics
+#: (bodies, mass, colliders, joints, drives, articulation); physx / newton / mujoco: engine attributes.
+ROBOT_LAYER_FILES = {
+    "base": "payloads/base.usda",
+    "geometry": "payloads/geometry.usd",
+    "materials": "payloads/materials.usda",
+    "physics": "payloads/Physics/physics.usda",
+    "physx": "payloads/Physics/physx.usda",
+    "newton": "payloads/Physics/newton.usda",
+    "mujoco": "payloads/Physics/mujoco.usda",
+}
+ROBOT_PAYLOAD_LAYERS = tuple(ROBOT_LAYER_FILES.values())
 
 
 def planned_outputs(kind: str, usd_file_name: str, make_instanceable: bool,

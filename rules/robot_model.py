@@ -78,12 +78,27 @@ class Inertial:
 
 
 @attrs.define
+class Frame:
+    """A named frame with no body of its own: a link merged into another, or a massless "ghost" link.
+
+    pose: the frame in its owner's frame (a link's, or the world's for ``Robot.frames``), (4, 4).
+    custom: source data with no USD equivalent, authored as namespaced custom attributes.
+    """
+
+    name: str
+    pose: np.ndarray = attrs.field(factory=identity)
+    custom: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.define
 class Link:
     """A rigid body.
 
     pose: the link frame in the world at the rest pose (every joint at 0), (4, 4).
     inertial: None when the source gives none (the writer uses link_density or a ghost frame).
     kinematic: moved by its transform, not simulated (MuJoCo mocap bodies).
+    frames: named frames rigidly attached to this body (links merged into it, ghost links).
+    custom: source data with no USD equivalent: full attribute name (``urdf:...``) → value.
     """
 
     name: str
@@ -92,6 +107,7 @@ class Link:
     shapes: list[Shape] = attrs.field(factory=list)
     kinematic: bool = False
     custom: dict[str, Any] = attrs.field(factory=dict)
+    frames: list[Frame] = attrs.field(factory=list)
 
 
 @attrs.define
@@ -101,6 +117,22 @@ class Mimic:
     joint: str
     multiplier: float = 1.0
     offset: float = 0.0
+
+
+@attrs.define
+class Drive:
+    """A joint drive (``UsdPhysics.DriveAPI``), SI units per radian for angular joints.
+
+    kind: "force" or "acceleration"; None leaves ``physics:type`` unauthored.
+    stiffness / damping: N·m/rad and N·m·s/rad (angular) or N/m and N·s/m (linear); None = unauthored.
+    target: "position", "velocity" or "none" (documentation of intent; gains already reflect it).
+    The drive's maxForce is the joint's ``effort``.
+    """
+
+    kind: str | None = None
+    stiffness: float | None = None
+    damping: float | None = None
+    target: str = "position"
 
 
 @attrs.define
@@ -114,6 +146,8 @@ class Joint:
     effort: max force/torque (N or N·m), None = unlimited. velocity: max speed (rad/s or m/s).
     damping / friction / armature / stiffness: joint dynamics in SI.
     ref: MuJoCo's zero offset already folded into the rest pose (rad or m).
+    drive: the joint's drive; None = a drive only when ``effort`` is given (maxForce alone).
+    kind "planar": motion in the plane normal to ``axis`` and rotation about it; "floating": 6 DoF.
     """
 
     name: str
@@ -135,14 +169,18 @@ class Joint:
     mimic: Mimic | None = None
     exclude_from_articulation: bool = False
     custom: dict[str, Any] = attrs.field(factory=dict)
+    drive: Drive | None = None
 
 
 @attrs.define
 class Robot:
     """A whole robot: links (parents before children), joints, materials, and where it came from.
 
-    fixed_base: a fixed joint to the world is authored at the root link.
+    fixed_base: a fixed joint to the world is authored at each root link that has no joint to the world.
     custom: robot-level source data (transmissions, gazebo blocks, keyframes …) kept as custom data.
+    frames: named frames fixed in the world (a URDF "world" link), poses in the world.
+    articulation_root: link that carries ArticulationRootAPI (and the fixed-base joint) in its tree;
+        None = each tree's root link.
     """
 
     name: str
@@ -151,6 +189,8 @@ class Robot:
     joints: list[Joint] = attrs.field(factory=list)
     fixed_base: bool = False
     custom: dict[str, Any] = attrs.field(factory=dict)
+    frames: list[Frame] = attrs.field(factory=list)
+    articulation_root: str | None = None
 
     def link(self, name: str) -> Link:
         """The link called ``name``."""

@@ -177,7 +177,7 @@ def author_preview_material(stage: Usd.Stage, path: Sdf.Path | str,
     else:
         reader = UsdShade.Shader.Define(stage, Sdf.Path(path).AppendChild("TexCoordReader"))
         reader.CreateIdAttr("UsdPrimvarReader_float2")
-        reader.CreateInput("varname", Sdf.ValueTypeNames.Token).Set("st")
+        reader.CreateInput("varname", Sdf.ValueTypeNames.String).Set("st")
         texture = UsdShade.Shader.Define(stage, Sdf.Path(path).AppendChild("DiffuseTexture"))
         texture.CreateIdAttr("UsdUVTexture")
         texture.CreateInput("file", Sdf.ValueTypeNames.Asset).Set(texture_file)

@@ -139,6 +139,21 @@ def _make_converter() -> cattrs.Converter:
         return float(value)
 
     conv.register_structure_hook_func(is_optional_float, structure_optional_float)
+
+    # cattrs' default bool hook is bool(value): "no" and 0.5 would become True. Only true/false are bools.
+    def structure_bool(value: Any, tp: Any) -> bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"expected true or false, found {value!r}")
+        return value
+
+    def is_optional_bool(tp: Any) -> bool:
+        args = typing.get_args(tp)
+        return (typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType"))
+                and set(args) == {bool, type(None)})
+
+    conv.register_structure_hook(bool, structure_bool)
+    conv.register_structure_hook_func(
+        is_optional_bool, lambda value, tp: None if value is None else structure_bool(value, bool))
     for base in _property_group_bases():
         include_subclasses(base, conv, union_strategy=_tagged_union_strategy)
         # include_subclasses gives a class with subclasses a union hook; a class without (a leaf, or a group

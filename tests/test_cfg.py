@@ -80,6 +80,15 @@ def test_bad_cfg_data_is_one_line_naming_the_field_path(table, expected):
     assert message.startswith(expected) and "\n" not in message and "Traceback" not in message
 
 
+@pytest.mark.parametrize("table, expected", [
+    ({"asset_path": "a", "make_instanceable": "yes"}, "make_instanceable: invalid value (expected true or false, found 'yes')"),
+    ({"asset_path": "a", "rigid_props": {"disable_gravity": 1}}, "rigid_props.disable_gravity: invalid value (expected true or false"),
+])
+def test_bools_accept_only_true_and_false(table, expected):
+    with pytest.raises(ConfigError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        structure_cfg(table, MeshConverterCfg)
+
+
 def test_digest_ignores_location_fields_and_sees_everything_else():
     base = MeshConverterCfg(asset_path="a.obj")
     moved = MeshConverterCfg(asset_path="/elsewhere/b.obj", usd_dir="/out", usd_file_name="x.usda")

@@ -169,3 +169,33 @@ def test_embedded_library_builds(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     built = sorted(p.name for p in (tmp_path / "build/usd").iterdir())
     assert {"mug", "plate", "ball", "cone", "crate", "table"} <= set(built)
+
+
+def test_ik_study_report_is_written_and_rerun_only_on_change(tmp_path):
+    arm = REPO / "assets/robots/tiny_arm"
+    library = tmp_path / "library.toml"
+    entry = f"""
+[[assets]]
+name = "arm"
+source = "{arm / 'urdf/tiny_arm.urdf'}"
+packages = {{ tiny_arm = "{arm}" }}
+ee_body = "hand"
+ik = {{ num_targets = 64, home_iterations = 60, seed = 3 }}
+[assets.cfg]
+fix_base = true
+"""
+    library.write_text(entry)
+    first = doit(tmp_path, "ik", library=library)
+    assert first.returncode == 0, first.stdout + first.stderr
+    report_path = tmp_path / "build/usd/arm/arm.ik.json"
+    import json
+
+    report = json.loads(report_path.read_text())
+    assert report["ee_body"] == "hand" and report["settings"]["num_targets"] == 64
+    assert 0.9 <= report["runs"]["perturbed"]["success_rate"] <= 1.0
+    assert report["runs"]["home"]["max_iterations"] == 60
+    again = doit(tmp_path, "ik", library=library)
+    assert again.returncode == 0 and ".  ik:arm" not in again.stdout
+    library.write_text(entry.replace("seed = 3", "seed = 4"))
+    changed = doit(tmp_path, "ik", library=library)
+    assert ".  ik:arm" in changed.stdout and ".  convert:arm" not in changed.stdout

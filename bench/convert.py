@@ -1,0 +1,272 @@
+"""Conversion time per corpus robot, usdforge beside urdf-usd-converter 0.3.4 (Newton's URDF converter, the
+one Isaac Lab's importer 3.0 wraps), on the same files in one run.
+
+    python bench/convert.py [--repeat N] [NAME ...]
+
+Both sides are timed in-process (interpreter start and imports excluded), each file converted ``--repeat``
+times (default 5) into a fresh folder; both write layered assets (usdforge's ``run_asset_transformer``
+default, the converter's ``layer_structure`` default). urdf-usd-converter bundles its own ``pxr``
+(usd-exchange), which clashes with usd-core, so it runs in ``build/bench-venv`` (created on first use:
+``pip install urdf-usd-converter==0.3.4``) as a server process that converts a file when asked: the runs
+of the two are interleaved, so load from other processes hits both alike. Per file the fastest run
+(least disturbed) is reported, and the median run beside it. The corpus is ``../shared/corpus``.
+
+The MJCF rows do the same for the corpus's MuJoCo Menagerie models against mujoco-usd-converter 0.8.0
+(Newton's MJCF converter, the one Isaac Lab's MJCF importer wraps), in its own ``build/bench-venv-mjcf``
+(``pip install mujoco-usd-converter==0.8.0``; its pins clash with urdf-usd-converter's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+CORPUS = REPO.parent / "shared" / "corpus"
+VENV = REPO / "build" / "bench-venv"
+THEIRS = "urdf-usd-converter==0.3.4"
+#: usdforge should be at least this much faster on the median.
+TARGET_SPEEDUP = 3.0
+
+THEIR_SCRIPT = textwrap.dedent('''
+    import json, sys, tempfile, time, warnings, logging
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
+    import urdf_usd_converter
+    print("ready", flush=True)
+    for line in sys.stdin:  # one case (JSON) per line -> its conversion time in seconds
+        case = json.loads(line)
+        with tempfile.TemporaryDirectory() as out:
+            converter = urdf_usd_converter.Converter(ros_packages=case["packages"])
+            start = time.perf_counter()
+            converter.convert(case["urdf"], out)
+            print(time.perf_counter() - start, flush=True)
+''')
+
+
+def corpus() -> list[dict]:
+    manifest = CORPUS / "MANIFEST.json"
+    if not manifest.is_file():
+        sys.exit(f"bench: the corpus is missing: expected {manifest}")
+    cases = []
+    for entry in json.loads(manifest.read_text()):
+        if entry["format"] == "urdf":
+            cases.append({"name": entry["name"], "urdf": str(CORPUS / entry["path"]),
+                          "packages": [{"name": n, "path": str(CORPUS / p)} for n, p in entry["package_paths"].items()]})
+    return cases
+
+
+def their_python() -> Path:
+    python = VENV / "bin" / "python"
+    probe = [str(python), "-c", "import urdf_usd_converter as u; assert u.__version__ == '0.3.4'"]
+    if python.is_file() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return python
+    print(f"bench: installing {THEIRS} into {VENV} (once) ...", file=sys.stderr)
+    for step in ([sys.executable, "-m", "venv", "--clear", str(VENV)],
+                 [str(python), "-m", "pip", "install", "--quiet", THEIRS]):
+        done = subprocess.run(step, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"bench: {' '.join(step)} failed:\n{(done.stdout + done.stderr)[-2000:]}")
+    return python
+
+
+def our_time(case: dict) -> float:
+    """Seconds for one usdforge conversion of ``case`` into a fresh folder."""
+    from rules.urdf import convert
+    from schemas import UrdfConverterCfg
+
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        out = Path(folder)
+        cfg = UrdfConverterCfg(asset_path=case["urdf"], usd_dir=str(out),
+                               usd_file_name=Path(case["urdf"]).stem + ".usda", ros_package_paths=case["packages"])
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        convert(cfg, out)
+        return time.perf_counter() - start
+
+
+def measure(cases: list[dict], repeat: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(ours, theirs): run times per robot, the two interleaved run by run."""
+    # Its log goes to a file: a pipe nobody reads would fill up and stall it.
+    log = tempfile.TemporaryFile(mode="w+")
+    server = subprocess.Popen([str(their_python()), "-c", THEIR_SCRIPT], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=log, text=True)
+    if server.stdout.readline().strip() != "ready":
+        log.seek(0)
+        sys.exit(f"bench: urdf-usd-converter did not start:\n{log.read()[-3000:]}")
+    ours = {case["name"]: [] for case in cases}
+    theirs = {case["name"]: [] for case in cases}
+    try:
+        for case in cases:  # one warm-up each: first-use costs (imports inside converters, caches)
+            our_time(case)
+            server.stdin.write(json.dumps(case) + "\n")
+            server.stdin.flush()
+            server.stdout.readline()
+        for _ in range(repeat):
+            for case in cases:
+                ours[case["name"]].append(our_time(case))
+                server.stdin.write(json.dumps(case) + "\n")
+                server.stdin.flush()
+                answer = server.stdout.readline()
+                if not answer:
+                    log.seek(0)
+                    sys.exit(f"bench: urdf-usd-converter failed on {case['name']}:\n{log.read()[-3000:]}")
+                theirs[case["name"]].append(float(answer))
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+    return ours, theirs
+
+
+MJCF_VENV = REPO / "build" / "bench-venv-mjcf"
+MJCF_THEIRS = "mujoco-usd-converter==0.8.0"
+
+MJCF_SCRIPT = textwrap.dedent('''
+    import json, sys, tempfile, time, warnings, logging
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
+    import mujoco_usd_converter
+    print("ready", flush=True)
+    for line in sys.stdin:  # one case (JSON) per line -> its conversion time in seconds
+        case = json.loads(line)
+        with tempfile.TemporaryDirectory() as out:
+            converter = mujoco_usd_converter.Converter()
+            start = time.perf_counter()
+            converter.convert(case["mjcf"], out)
+            print(time.perf_counter() - start, flush=True)
+''')
+
+
+def mjcf_corpus() -> list[dict]:
+    """The corpus's MJCF models (MANIFEST.json), as cases for the MJCF rows."""
+    manifest = CORPUS / "MANIFEST.json"
+    if not manifest.is_file():
+        sys.exit(f"bench: the corpus is missing: expected {manifest}")
+    return [{"name": entry["name"], "mjcf": str(CORPUS / entry["path"])}
+            for entry in json.loads(manifest.read_text()) if entry["format"] == "mjcf"]
+
+
+def mjcf_python() -> Path:
+    """The interpreter of ``build/bench-venv-mjcf`` with mujoco-usd-converter 0.8.0 (installed once)."""
+    python = MJCF_VENV / "bin" / "python"
+    probe = [str(python), "-c", "import importlib.metadata as m; assert m.version('mujoco-usd-converter') == '0.8.0'"]
+    if python.is_file() and subprocess.run(probe, capture_output=True).returncode == 0:
+        return python
+    print(f"bench: installing {MJCF_THEIRS} into {MJCF_VENV} (once) ...", file=sys.stderr)
+    for step in ([sys.executable, "-m", "venv", "--clear", str(MJCF_VENV)],
+                 [str(python), "-m", "pip", "install", "--quiet", MJCF_THEIRS]):
+        done = subprocess.run(step, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"bench: {' '.join(step)} failed:\n{(done.stdout + done.stderr)[-2000:]}")
+    return python
+
+
+def our_mjcf_time(case: dict) -> float:
+    """Seconds for one usdforge MJCF conversion of ``case`` into a fresh folder (layered output)."""
+    from rules.mjcf import convert
+    from schemas import MjcfConverterCfg
+
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        out = Path(folder)
+        cfg = MjcfConverterCfg(asset_path=case["mjcf"], usd_dir=str(out),
+                               usd_file_name=Path(case["mjcf"]).stem + ".usda")
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        convert(cfg, out)
+        return time.perf_counter() - start
+
+
+def measure_mjcf(cases: list[dict], repeat: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(ours, theirs): MJCF run times per model, interleaved run by run, after one warm-up each."""
+    server = subprocess.Popen([str(mjcf_python()), "-c", MJCF_SCRIPT], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if server.stdout.readline().strip() != "ready":
+        sys.exit("bench: mujoco-usd-converter did not start")
+    ours = {case["name"]: [] for case in cases}
+    theirs = {case["name"]: [] for case in cases}
+
+    def their_time(case: dict) -> float:
+        server.stdin.write(json.dumps(case) + "\n")
+        server.stdin.flush()
+        answer = server.stdout.readline()
+        if not answer:
+            sys.exit(f"bench: mujoco-usd-converter failed on {case['name']}")
+        return float(answer)
+
+    try:
+        for case in cases:
+            our_mjcf_time(case)
+            their_time(case)
+        for _ in range(repeat):
+            for case in cases:
+                ours[case["name"]].append(our_mjcf_time(case))
+                theirs[case["name"]].append(their_time(case))
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+    return ours, theirs
+
+
+def mjcf_rows(names: list[str], repeat: int) -> None:
+    """The MJCF table: usdforge beside mujoco-usd-converter 0.8.0 on each corpus MJCF model."""
+    cases = [c for c in mjcf_corpus() if not names or c["name"] in names]
+    if not cases:
+        return
+    ours, theirs = measure_mjcf(cases, repeat)
+    print(f"{'MJCF model':<22}{'usdforge ms':>12}{'mujoco-usd-converter 0.8.0 ms':>32}{'speed-up':>10}   (median runs)")
+    best, typical = [], []
+    for case in cases:
+        name = case["name"]
+        mine, other = min(ours[name]), min(theirs[name])
+        best.append(other / mine)
+        typical.append(statistics.median(theirs[name]) / statistics.median(ours[name]))
+        print(f"{name:<22}{mine * 1e3:>12.1f}{other * 1e3:>32.1f}{best[-1]:>9.1f}x   "
+              f"({statistics.median(ours[name]) * 1e3:.1f} vs {statistics.median(theirs[name]) * 1e3:.1f} ms, "
+              f"{typical[-1]:.1f}x)")
+    median = statistics.median(best)
+    verdict = "meets" if median >= TARGET_SPEEDUP else "misses"
+    print(f"MJCF median speed-up {median:.1f}x on the fastest runs ({statistics.median(typical):.1f}x on the median "
+          f"runs): {verdict} the {TARGET_SPEEDUP:g}x target; {repeat} interleaved runs per file and side, "
+          "in-process, layered output on both sides")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="corpus robots to time (default: every URDF and MJCF model)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed conversions per file and side")
+    args = parser.parse_args(argv)
+    if args.names and not any(c["name"] in args.names for c in corpus()):
+        mjcf_rows(args.names, args.repeat)  # MJCF models only
+        return 0
+    cases = [c for c in corpus() if not args.names or c["name"] in args.names]
+    ours, theirs = measure(cases, args.repeat)
+    print(f"{'robot':<18}{'usdforge ms':>14}{'urdf-usd-converter 0.3.4 ms':>30}{'speed-up':>10}   (median runs)")
+    best, typical = [], []
+    for case in cases:
+        name = case["name"]
+        mine, other = min(ours[name]), min(theirs[name])
+        best.append(other / mine)
+        typical.append(statistics.median(theirs[name]) / statistics.median(ours[name]))
+        print(f"{name:<18}{mine * 1e3:>14.1f}{other * 1e3:>30.1f}{best[-1]:>9.1f}x   "
+              f"({statistics.median(ours[name]) * 1e3:.1f} vs {statistics.median(theirs[name]) * 1e3:.1f} ms, "
+              f"{typical[-1]:.1f}x)")
+    median = statistics.median(best)
+    verdict = "meets" if median >= TARGET_SPEEDUP else "misses"
+    print(f"median speed-up {median:.1f}x on the fastest runs ({statistics.median(typical):.1f}x on the median "
+          f"runs): {verdict} the {TARGET_SPEEDUP:g}x target; {args.repeat} interleaved runs per file and side, "
+          "in-process, layered output on both sides")
+    mjcf_rows(args.names, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Lazy rules for URDFs through ``pipeline.UrdfConverter``: editing a mesh or texture the URDF references
+re-converts, editing an unreferenced file does not; what the dependency scan finds; the command line."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+import trimesh
+
+from pipeline import UrdfConverter
+from pipeline.cli import main
+from pipeline.references import referenced_files
+from rules.urdf_references import urdf_references
+from schemas import UrdfConverterCfg
+from test_urdf_support import CONFORMANCE
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def arm(tmp_path) -> Path:
+    """A copy of the library's tiny_arm package: <tmp>/tiny_arm/{urdf,meshes}."""
+    package = tmp_path / "tiny_arm"
+    shutil.copytree(REPO / "assets" / "robots" / "tiny_arm", package, ignore=shutil.ignore_patterns("*.py"))
+    (package / "README.txt").write_text("not referenced by the URDF\n")
+    return package
+
+
+def build(urdf: Path, out: Path, **cfg) -> UrdfConverter:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return UrdfConverter(UrdfConverterCfg(asset_path=str(urdf), usd_dir=str(out), **cfg))
+
+
+def test_editing_a_referenced_mesh_reconverts_and_an_unreferenced_file_does_not(arm, tmp_path):
+    urdf, out = arm / "urdf" / "tiny_arm.urdf", tmp_path / "out"
+    # No packages given: package://tiny_arm is found as the URDF's ancestor folder named tiny_arm.
+    first = build(urdf, out)
+    assert first.converted and Path(first.usd_path).is_file()
+    assert not build(urdf, out).converted
+    (arm / "README.txt").write_text("edited\n")
+    (arm / "meshes" / "unused.stl").write_bytes(trimesh.creation.box().export(file_type="stl"))
+    assert not build(urdf, out).converted
+    trimesh.creation.box(extents=[0.02, 0.012, 0.06]).export(arm / "meshes" / "finger.stl")
+    again = build(urdf, out)
+    assert again.converted and any("finger.stl" in reason for reason in again.reasons)
+    assert not build(urdf, out).converted
+    urdf.write_text(urdf.read_text().replace('effort="40"', 'effort="45"'))
+    assert build(urdf, out).converted
+
+
+def test_cfg_change_reconverts_but_location_fields_do_not(arm, tmp_path):
+    urdf, out = arm / "urdf" / "tiny_arm.urdf", tmp_path / "out"
+    build(urdf, out)
+    assert build(urdf, out, fix_base=True).converted
+    assert not build(urdf, out, fix_base=True).converted
+    assert build(urdf, out, fix_base=True, force_usd_conversion=True).converted
+
+
+def test_scan_lists_meshes_textures_and_their_files_missing_ones_included(arm):
+    urdf = arm / "urdf" / "tiny_arm.urdf"
+    found = urdf_references(urdf, {"tiny_arm": str(arm)})
+    assert sorted(p.name for p in found) == ["base.stl", "finger.stl", "segment.obj"]
+    texture = CONFORMANCE / "material_mesh_texture.urdf"
+    names = {p.name for p in urdf_references(texture, {})}
+    assert {"box_with_texture.obj", "box_with_texture.mtl", "grid.png"} <= names
+    r2d2 = REPO.parent / "shared" / "corpus" / "urdf" / "r2d2" / "urdf_tutorial" / "urdf" / "07-physics.urdf"
+    missing = [p for p in urdf_references(r2d2, {}) if not p.exists()]
+    assert {p.name for p in missing} == {"l_finger_normals.png", "l_finger_tip_normals.png"}
+    # The pipeline's scan is the same function, paths normalised.
+    assert referenced_files("urdf", urdf, {"tiny_arm": str(arm)}) == sorted(str(p) for p in found)
+
+
+def test_creating_a_missing_mesh_reconverts(arm, tmp_path):
+    urdf, out = arm / "urdf" / "tiny_arm.urdf", tmp_path / "out"
+    finger = arm / "meshes" / "finger.stl"
+    data = finger.read_bytes()
+    finger.unlink()
+    with pytest.warns(UserWarning, match="finger.stl"):
+        UrdfConverter(UrdfConverterCfg(asset_path=str(urdf), usd_dir=str(out)))
+    assert not build(urdf, out).converted
+    finger.write_bytes(data)
+    assert build(urdf, out).converted
+
+
+def test_command_line_converts_with_packages_and_is_lazy(arm, tmp_path, capsys):
+    urdf = arm / "urdf" / "tiny_arm.urdf"
+    moved = tmp_path / "elsewhere" / "arm.urdf"
+    moved.parent.mkdir()
+    shutil.copy(urdf, moved)  # outside its package: the package folder must be given
+    out = tmp_path / "cli"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["convert", str(moved), str(out), "--package", f"tiny_arm={arm}", "-q"]) == 0
+        assert (out / "arm.usd").is_file() and (out / "payloads" / "geometry.usd").is_file()
+        assert main(["convert", str(tmp_path / "none.urdf"), str(out), "-q"]) == 1
+    assert "does not exist" in capsys.readouterr().err
