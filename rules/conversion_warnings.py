@@ -12,6 +12,8 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+from rules.errors import located_message
+
 
 class ConversionWarning(UserWarning):
     """A recoverable problem; ``str()`` is ``file:line: element: problem`` (as ``ConversionError``)."""
@@ -21,8 +23,7 @@ class ConversionWarning(UserWarning):
         self.problem = problem
         self.element = element
         self.line = line
-        where = self.file + (f":{line}" if line else "")
-        super().__init__(f"{where}: {element + ': ' if element else ''}{problem}")
+        super().__init__(located_message(file, problem, element, line))
 
 
 def warn(file: str | Path, problem: str, element: str | None = None, line: int | None = None) -> None:

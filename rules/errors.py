@@ -5,6 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def located_message(file: str | Path, problem: str, element: str | None = None, line: int | None = None) -> str:
+    """``file:line: element: problem`` (line and element when known): how every user-facing problem reads."""
+    where = str(file) + (f":{line}" if line else "")
+    return f"{where}: {element + ': ' if element else ''}{problem}"
+
+
 class ConversionError(Exception):
     """Bad input that stops a conversion. ``str()`` is one line: ``file:line: element: problem``.
 
@@ -19,5 +25,4 @@ class ConversionError(Exception):
         self.problem = problem
         self.element = element
         self.line = line
-        where = self.file + (f":{line}" if line else "")
-        super().__init__(f"{where}: {element + ': ' if element else ''}{problem}")
+        super().__init__(located_message(file, problem, element, line))

@@ -25,6 +25,7 @@ import numpy as np
 
 from rules.mjcf_load import LoadedModel
 from rules.robot_model import Inertial, Joint, Link, Robot
+from rules.usd_authoring import unique
 
 #: Mass (kg) and principal moments (kg·m²) given to moving links MuJoCo lets be massless (intermediate links
 #: of stacked joints, jointless bodies without geoms on a moving parent): engines need a positive mass
@@ -197,7 +198,7 @@ def read_bodies(loaded: LoadedModel, name: str, fix_base: bool = False) -> tuple
                if model.body_weldid[b] != 0 and model.body_mocapid[b] < 0
                and model.body_weldid[model.body_parentid[b]] == 0 and model.body_parentid[b] != 0}
     for body in range(1, model.nbody):
-        link_name = _unique(body_name(model, body), taken)
+        link_name = unique(body_name(model, body), taken)
         pose = pose_matrix(data.xpos[body], data.xquat[body])
         parent = int(model.body_parentid[body])
         parent_link = bodies.link_of_body.get(parent)
@@ -216,7 +217,7 @@ def read_bodies(loaded: LoadedModel, name: str, fix_base: bool = False) -> tuple
             bodies.link_of_body[body] = link_name
             if body in anchors:
                 bodies.fixed_bases.add(link_name)
-                robot.joints.append(_fixed_joint(_unique(f"{link_name}_fixed_base", joint_names), None,
+                robot.joints.append(_fixed_joint(unique(f"{link_name}_fixed_base", joint_names), None,
                                                  link_name, None, pose))
             else:
                 bodies.static.add(link_name)
@@ -239,24 +240,24 @@ def read_bodies(loaded: LoadedModel, name: str, fix_base: bool = False) -> tuple
             new_link(link_name, pose, inertial=inertial, custom=custom)
             bodies.free_roots.add(link_name)
             if fix_base:
-                robot.joints.append(_fixed_joint(_unique(f"{link_name}_fixed_base", joint_names), None, link_name,
+                robot.joints.append(_fixed_joint(unique(f"{link_name}_fixed_base", joint_names), None, link_name,
                                                  None, pose))
         elif not joints:
             new_link(link_name, pose, inertial=inertial, kinematic=kinematic, custom=custom)
             if not kinematic or model.body_mocapid[body] < 0:
-                robot.joints.append(_fixed_joint(_unique(f"{link_name}_fixed", joint_names), parent_name, link_name,
+                robot.joints.append(_fixed_joint(unique(f"{link_name}_fixed", joint_names), parent_name, link_name,
                                                  parent_pose, pose))
         else:
             # One link per joint: intermediate links for all but the last joint, then the body's own link.
             previous_name, previous_pose = parent_name, parent_pose
             for index, joint in enumerate(joints):
-                jname = _unique(joint_name(model, joint), joint_names)
+                jname = unique(joint_name(model, joint), joint_names)
                 last = index == len(joints) - 1
                 if last:
                     new_link(link_name, pose, inertial=inertial, kinematic=kinematic, custom=custom)
                     child = link_name
                 else:
-                    child = _unique(f"{link_name}__{jname}", taken)
+                    child = unique(f"{link_name}__{jname}", taken)
                     new_link(child, pose, inertial=massless_inertial(), kinematic=kinematic,
                              custom={MASSLESS_ATTRIBUTE: True, INTERMEDIATE_ATTRIBUTE: body_name(model, body)})
                     bodies.intermediate[child] = (body_name(model, body), jname)
@@ -266,11 +267,3 @@ def read_bodies(loaded: LoadedModel, name: str, fix_base: bool = False) -> tuple
         bodies.link_of_body[body] = link_name
     return robot, bodies
 
-
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, counter = name, 0
-    while candidate in taken:
-        counter += 1
-        candidate = f"{name}_{counter}"
-    taken.add(candidate)
-    return candidate

@@ -27,7 +27,7 @@ from rules.mjcf_bodies import BodyMap, massless_inertial, pose_matrix
 from rules.mjcf_load import LoadedModel, model_path
 from rules.robot_meshes import MeshLibrary, MeshPart
 from rules.robot_model import Geometry, Link, Material, Robot, Shape
-from rules.usd_authoring import usd_identifier
+from rules.usd_authoring import unique, usd_identifier
 
 #: MuJoCo's default geom colour: a geom with a material shows the material's colour unless its own
 #: ``rgba`` differs from this.
@@ -221,7 +221,7 @@ def read_geoms(loaded: LoadedModel, robot: Robot, bodies: BodyMap, texture_dir: 
             continue
         geometry, pose = geom_geometry(loaded, geom, meshes, library)
         # A geom's visual and collider shapes share its name: they live in separate scopes.
-        name = _unique(model.geom(geom).name or f"geom{geom - model.body_geomadr[body]}",
+        name = unique(model.geom(geom).name or f"geom{geom - model.body_geomadr[body]}",
                        taken.setdefault(link_name, set()))
         material = materials.material(geom)
         collider = is_collider(model, geom, collision_from_visuals)
@@ -234,7 +234,7 @@ def read_geoms(loaded: LoadedModel, robot: Robot, bodies: BodyMap, texture_dir: 
             world = _world_link(robot, bodies, links)
             pose = links[link_name].pose @ pose
             link_name = world.name
-            name = _unique(name, taken.setdefault(link_name, set()))
+            name = unique(name, taken.setdefault(link_name, set()))
         if collider:
             links[link_name].shapes.append(Shape(name=name, geometry=geometry, pose=pose, collision=True,
                                                  material=material))
@@ -246,7 +246,7 @@ def _world_link(robot: Robot, bodies: BodyMap, links: dict[str, Link]) -> Link:
     """The static world link, added (first) when the model had none."""
     if 0 not in bodies.link_of_body:
         taken = set(links)
-        name = _unique("world", taken)
+        name = unique("world", taken)
         link = Link(name=name, pose=np.eye(4), inertial=massless_inertial())
         robot.links.insert(0, link)
         links[name] = link
@@ -254,11 +254,3 @@ def _world_link(robot: Robot, bodies: BodyMap, links: dict[str, Link]) -> Link:
         bodies.static.add(name)
     return links[bodies.link_of_body[0]]
 
-
-def _unique(name: str, taken: set[str]) -> str:
-    candidate, counter = name, 0
-    while candidate in taken:
-        counter += 1
-        candidate = f"{name}_{counter}"
-    taken.add(candidate)
-    return candidate

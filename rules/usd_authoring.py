@@ -57,15 +57,19 @@ def save_stage(stage: Usd.Stage) -> Path:
     return Path(layer.realPath)
 
 
-def unique_name(name: str, taken: set[str]) -> str:
-    """``usd_identifier(name)``, suffixed ``_1``, ``_2`` … until it is not in ``taken``; adds it there."""
-    base = usd_identifier(name)
-    candidate, counter = base, 0
+def unique(name: str, taken: set[str]) -> str:
+    """``name``, suffixed ``_1``, ``_2`` … until it is not in ``taken``; adds it there."""
+    candidate, counter = name, 0
     while candidate in taken:
         counter += 1
-        candidate = f"{base}_{counter}"
+        candidate = f"{name}_{counter}"
     taken.add(candidate)
     return candidate
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """A prim name for ``name``: ``usd_identifier(name)`` made unique in ``taken`` (see ``unique``)."""
+    return unique(usd_identifier(name), taken)
 
 
 def set_local_transform(prim: Usd.Prim, translation: Iterable[float] = (0.0, 0.0, 0.0),

@@ -7,6 +7,17 @@ import attrs
 from schemas.physics import CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg, RigidBodyBaseCfg
 from schemas.validators import finite_vector, non_zero_scale, tuple_of_floats, unit_quaternion
 
+#: Isaac Lab's robot ``collision_type`` values → the ``physics:approximation`` token of mesh colliders.
+COLLISION_TYPES = {
+    "Convex Hull": "convexHull",
+    "Convex Decomposition": "convexDecomposition",
+    "Bounding Sphere": "boundingSphere",
+    "Bounding Cube": "boundingCube",
+}
+#: ``robot_type`` values of Isaac Sim's robot schema.
+ROBOT_TYPES = ("Default", "End Effector", "Manipulator", "Humanoid", "Wheeled", "Holonomic", "Quadruped",
+               "Mobile Manipulators", "Aerial")
+
 #: Fields that name where the asset is and where it goes; they never trigger a re-conversion.
 LOCATION_FIELDS = ("asset_path", "usd_dir", "usd_file_name")
 

@@ -6,21 +6,9 @@ from typing import Any
 
 import attrs
 
-from schemas.converter_cfgs import AssetConverterBaseCfg
+from schemas.converter_cfgs import COLLISION_TYPES, ROBOT_TYPES, AssetConverterBaseCfg
 from schemas.validators import (FieldValueError, bool_value, float_or_none, number_in_range, one_of,
                                 one_of_or_none)
-
-#: ``collision_type`` values (Isaac Lab's spelling) → the ``physics:approximation`` token of mesh colliders.
-COLLISION_TYPES = {
-    "Convex Hull": "convexHull",
-    "Convex Decomposition": "convexDecomposition",
-    "Bounding Sphere": "boundingSphere",
-    "Bounding Cube": "boundingCube",
-}
-
-#: ``robot_type`` values of Isaac Sim's robot schema.
-ROBOT_TYPES = ("Default", "End Effector", "Manipulator", "Humanoid", "Wheeled", "Holonomic", "Quadruped",
-               "Mobile Manipulators", "Aerial")
 
 #: MuJoCo's ``gaintype`` and ``biastype`` keywords (``mjtGain``, ``mjtBias``).
 GAIN_TYPES = ("fixed", "affine", "muscle", "user")
@@ -29,7 +17,6 @@ BIAS_TYPES = ("none", "affine", "muscle", "user")
 #: MuJoCo's actuator parameter arrays hold at most this many numbers (``mjNGAIN`` = ``mjNBIAS`` = 10).
 ACTUATOR_PRM_SIZE = 10
 
-
 def prm_or_none(value: Any) -> Any:
     """attrs converter: a list of numbers (TOML/JSON) → tuple of floats; None and anything else pass through
     (the validator rejects what is not numbers)."""
@@ -37,7 +24,6 @@ def prm_or_none(value: Any) -> Any:
                                                 for v in value):
         return tuple(float(v) for v in value)
     return value
-
 
 def actuator_prm(instance: Any, attribute: Any, value: Any) -> None:
     """None, or 1 to ``ACTUATOR_PRM_SIZE`` finite numbers."""
@@ -48,7 +34,6 @@ def actuator_prm(instance: Any, attribute: Any, value: Any) -> None:
     if not ok:
         raise FieldValueError(attribute.name, f"expected 1 to {ACTUATOR_PRM_SIZE} finite numbers (or None), "
                                               f"found {value!r}")
-
 
 @attrs.frozen(kw_only=True)
 class MjcfConverterCfg(AssetConverterBaseCfg):

@@ -25,20 +25,10 @@ from typing import Any
 
 import attrs
 
-from schemas.converter_cfgs import AssetConverterBaseCfg
+from schemas.converter_cfgs import COLLISION_TYPES, ROBOT_TYPES, AssetConverterBaseCfg
 from schemas.serialization import converter
 from schemas.validators import FieldValueError, bool_value
 
-#: Isaac Lab's ``collision_type`` values → the ``physics:approximation`` token written on mesh colliders.
-COLLISION_TYPES = {
-    "Convex Hull": "convexHull",
-    "Convex Decomposition": "convexDecomposition",
-    "Bounding Sphere": "boundingSphere",
-    "Bounding Cube": "boundingCube",
-}
-#: Robot types of Isaac Sim's robot schema (``robot_type``).
-ROBOT_TYPES = ("Default", "End Effector", "Manipulator", "Humanoid", "Wheeled", "Holonomic", "Quadruped",
-               "Mobile Manipulators", "Aerial")
 DRIVE_TYPES = ("acceleration", "force")
 TARGET_TYPES = ("none", "position", "velocity")
 
