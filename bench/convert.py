@@ -65,14 +65,16 @@ def corpus() -> list[dict]:
     return cases
 
 
-def their_python() -> Path:
-    python = VENV / "bin" / "python"
-    probe = [str(python), "-c", "import urdf_usd_converter as u; assert u.__version__ == '0.3.4'"]
+def venv_python(venv: Path, requirement: str) -> Path:
+    """The interpreter of ``venv`` with ``requirement`` (``name==version``) installed, made once."""
+    python = venv / "bin" / "python"
+    name, version = requirement.split("==")
+    probe = [str(python), "-c", f"import importlib.metadata as m; assert m.version({name!r}) == {version!r}"]
     if python.is_file() and subprocess.run(probe, capture_output=True).returncode == 0:
         return python
-    print(f"bench: installing {THEIRS} into {VENV} (once) ...", file=sys.stderr)
-    for step in ([sys.executable, "-m", "venv", "--clear", str(VENV)],
-                 [str(python), "-m", "pip", "install", "--quiet", THEIRS]):
+    print(f"bench: installing {requirement} into {venv} (once) ...", file=sys.stderr)
+    for step in ([sys.executable, "-m", "venv", "--clear", str(venv)],
+                 [str(python), "-m", "pip", "install", "--quiet", requirement]):
         done = subprocess.run(step, capture_output=True, text=True)
         if done.returncode != 0:
             sys.exit(f"bench: {' '.join(step)} failed:\n{(done.stdout + done.stderr)[-2000:]}")
@@ -98,7 +100,7 @@ def measure(cases: list[dict], repeat: int) -> tuple[dict[str, list[float]], dic
     """(ours, theirs): run times per robot, the two interleaved run by run."""
     # Its log goes to a file: a pipe nobody reads would fill up and stall it.
     log = tempfile.TemporaryFile(mode="w+")
-    server = subprocess.Popen([str(their_python()), "-c", THEIR_SCRIPT], stdin=subprocess.PIPE,
+    server = subprocess.Popen([str(venv_python(VENV, THEIRS)), "-c", THEIR_SCRIPT], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=log, text=True)
     if server.stdout.readline().strip() != "ready":
         log.seek(0)
@@ -155,21 +157,6 @@ def mjcf_corpus() -> list[dict]:
             for entry in json.loads(manifest.read_text()) if entry["format"] == "mjcf"]
 
 
-def mjcf_python() -> Path:
-    """The interpreter of ``build/bench-venv-mjcf`` with mujoco-usd-converter 0.8.0 (installed once)."""
-    python = MJCF_VENV / "bin" / "python"
-    probe = [str(python), "-c", "import importlib.metadata as m; assert m.version('mujoco-usd-converter') == '0.8.0'"]
-    if python.is_file() and subprocess.run(probe, capture_output=True).returncode == 0:
-        return python
-    print(f"bench: installing {MJCF_THEIRS} into {MJCF_VENV} (once) ...", file=sys.stderr)
-    for step in ([sys.executable, "-m", "venv", "--clear", str(MJCF_VENV)],
-                 [str(python), "-m", "pip", "install", "--quiet", MJCF_THEIRS]):
-        done = subprocess.run(step, capture_output=True, text=True)
-        if done.returncode != 0:
-            sys.exit(f"bench: {' '.join(step)} failed:\n{(done.stdout + done.stderr)[-2000:]}")
-    return python
-
-
 def our_mjcf_time(case: dict) -> float:
     """Seconds for one usdforge MJCF conversion of ``case`` into a fresh folder (layered output)."""
     from rules.mjcf import convert
@@ -187,7 +174,7 @@ def our_mjcf_time(case: dict) -> float:
 
 def measure_mjcf(cases: list[dict], repeat: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """(ours, theirs): MJCF run times per model, interleaved run by run, after one warm-up each."""
-    server = subprocess.Popen([str(mjcf_python()), "-c", MJCF_SCRIPT], stdin=subprocess.PIPE,
+    server = subprocess.Popen([str(venv_python(MJCF_VENV, MJCF_THEIRS)), "-c", MJCF_SCRIPT], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     if server.stdout.readline().strip() != "ready":
         sys.exit("bench: mujoco-usd-converter did not start")
