@@ -6,7 +6,8 @@ binary ones whose header begins with "solid" included). For robots, COLLADA's ``
 (a file in centimetres comes out in metres, as RViz and Gazebo show it); its ``<up_axis>`` is not (RViz
 ignores it too, and robot descriptions are authored for RViz). A part's node transform and the robot's
 per-shape ``scale`` are baked into the vertices, so every mesh prim sits at identity in its shape frame
-and physics engines never see a scaled collider. Normals a file gives (COLLADA) are kept, face-varying.
+and physics engines never see a scaled collider. Points are welded (one per position); the normals a file
+gives (COLLADA, OBJ) and its UVs are kept, face-varying.
 """
 
 from __future__ import annotations
@@ -84,20 +85,29 @@ def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
 
 
 def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> MeshPart:
+    """A part of a mesh as trimesh reads it (``process``: duplicate vertices merged), welded to one point per
+    position: the file's normals and UVs become face-varying, so welding loses none of them. Per-vertex
+    colours keep the vertices as they are."""
     from rules.usd_authoring import material_of
 
     color, image = material_of(mesh)
+    points = np.asarray(mesh.vertices, dtype=float)
+    faces = np.asarray(mesh.faces, dtype=np.int64)
     normals = None
-    if "vertex_normals" in mesh._cache:  # given by the file (trimesh computes them otherwise), as its exporters check
-        normals = np.asarray(mesh.vertex_normals, dtype=float)[mesh.faces].reshape(-1, 3)
+    if "vertex_normals" in mesh._cache:  # given by the file (else trimesh computes them); its exporters check so
+        normals = np.asarray(mesh.vertex_normals, dtype=float)[faces].reshape(-1, 3)
     uv = getattr(mesh.visual, "uv", None)
-    uv = np.asarray(uv, dtype=float) if uv is not None and len(uv) == len(mesh.vertices) else None
+    uv = np.asarray(uv, dtype=float)[faces].reshape(-1, 2) if uv is not None and len(uv) == len(points) else None
     colors = None
     if getattr(mesh.visual, "kind", None) in ("vertex", "face"):
         rgba = np.asarray(mesh.visual.vertex_colors, dtype=float) / 255.0
-        colors = rgba if len(rgba) == len(mesh.vertices) else None
-    part = MeshPart(name, np.asarray(mesh.vertices, dtype=float), np.asarray(mesh.faces, dtype=np.int64),
-                    normals=normals, uv=uv, colors=colors, color=color, image=image)
+        colors = rgba if len(rgba) == len(points) else None
+    if colors is None and (normals is not None or uv is not None):
+        # trimesh merged only the vertices whose normals and UVs agree too (without those, it merged
+        # every duplicate position already).
+        unique, inverse = trimesh.grouping.unique_rows(points, keep_order=True)
+        points, faces = points[unique], inverse[faces]
+    part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=color, image=image)
     return _bake(part, transform)
 
 

@@ -1,10 +1,10 @@
 """Authoring USD at the layer level: prim specs, typed attributes, relationships, applied schemas,
 transforms, meshes, mass and preview materials, without a UsdStage.
 
-Every function takes an ``Sdf.Layer`` or ``Sdf.PrimSpec``. Sdf authoring skips composition, about 7×
-faster than the Usd API; wrapping a batch of edits in ``Sdf.ChangeBlock`` defers change processing to its
-end. The attribute types and variabilities here are the schemas' own (UsdGeom, UsdPhysics, UsdShade);
-``pxr.UsdValidation``'s AttributeTypeMismatch validator checks them in the tests.
+Every function takes an ``Sdf.Layer`` or ``Sdf.PrimSpec``. Sdf authoring skips composition and change
+processing, about 7× faster than the Usd API. The attribute types and variabilities here are the schemas'
+own (UsdGeom, UsdPhysics, UsdShade); ``pxr.UsdValidation``'s AttributeTypeMismatch validator checks them in
+the tests.
 """
 
 from __future__ import annotations
@@ -22,12 +22,14 @@ T = Sdf.ValueTypeNames
 UNIFORM = Sdf.VariabilityUniform
 
 
-def new_layer(identifier: str | None = None) -> Sdf.Layer:
-    """A layer with usdforge's stage metadata (Z up, metres, kilograms): file-backed (``identifier`` =
-    its future path, so relative references resolve while authoring) or anonymous."""
-    layer = Sdf.Layer.CreateNew(identifier) if identifier else Sdf.Layer.CreateAnonymous(".usda")
-    if layer is None:  # the identifier is still registered from an earlier conversion in this process
-        layer = Sdf.Layer.FindOrOpen(identifier)
+def new_layer(identifier: str) -> Sdf.Layer:
+    """An empty layer with usdforge's stage metadata (Z up, metres, kilograms) whose identifier is its
+    future path (the file is created now, so relative references to it resolve while authoring); the
+    format follows the extension. ``Save`` writes it."""
+    if Sdf.Layer.Find(identifier) is None:
+        layer = Sdf.Layer.CreateNew(identifier)
+    else:  # still open (a stage on an earlier conversion into the same folder, in this process)
+        layer = Sdf.Layer.FindOrOpen(identifier)  # a strong reference: Find's handle dies with that stage
         layer.Clear()
     root = layer.pseudoRoot
     root.SetInfo("upAxis", "Z")
