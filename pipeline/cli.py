@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="TOML table of converter cfg fields (e.g. fix_base = true)")
     convert.add_argument("--kind", choices=("mesh", "urdf", "mjcf"), help="override the kind guessed from IN")
     convert.add_argument("--force", action="store_true", help="convert even when the output is up to date")
-    convert.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    convert.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no warnings)")
     return parser
 
 
@@ -87,7 +87,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``usdforge`` console script."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="usdforge: %(message)s")
-    warnings.simplefilter("default")
+    warnings.simplefilter("ignore" if args.quiet else "default")
+
+    def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+        # A conversion warning already names its file, line and element: one line, no source echo.
+        print(f"usdforge: warning: {message}", file=sys.stderr)
+
+    warnings.showwarning = show_warning
     try:
         usd_path = convert_command(args)
     except (ConfigError, ConversionError, ValueError, OSError) as exc:

@@ -69,3 +69,18 @@ def test_help_names_every_option():
     text = usdforge("convert", "--help").stdout
     for option in ("--package", "--config", "--force", "IN", "OUT_DIR"):
         assert option in text
+
+
+def test_warnings_are_one_line_each_and_quiet_silences_them(tmp_path):
+    urdf = tmp_path / "odd.urdf"
+    urdf.write_text('<robot name="odd"><link name="base"><inertial><mass value="1"/>'
+                    '<inertia ixx="1" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/></inertial></link>'
+                    '<sparkle colour="pink"/></robot>')
+    loud = usdforge("convert", str(urdf), str(tmp_path / "a"))
+    assert loud.returncode == 0, loud.stderr
+    warning_lines = [line for line in loud.stderr.splitlines() if "sparkle" in line]
+    assert warning_lines and all(line.startswith("usdforge: warning: ") and f"{urdf}:1" in line
+                                 for line in warning_lines)
+    assert "warn(" not in loud.stderr
+    quiet = usdforge("convert", str(urdf), str(tmp_path / "b"), "-q")
+    assert quiet.returncode == 0 and quiet.stderr == ""
