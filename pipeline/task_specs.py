@@ -80,7 +80,7 @@ def task_specs(library_path: str | Path, build_dir: str | Path) -> list[dict[str
         if cached["fingerprint"] == fingerprint:
             return cached["specs"]
     except (OSError, ValueError, KeyError):
-        pass
+        pass  # no cache yet, or an unreadable one: compute the specs afresh
     specs = compute_specs(library_path, build_dir)
     cache.parent.mkdir(parents=True, exist_ok=True)
     staging = cache.with_suffix(f".tmp-{os.getpid()}")

@@ -36,7 +36,7 @@ def load_urdf_xml(path: Path) -> tuple[etree._Element, list[str]]:
             try:
                 root = etree.fromstring(repaired, SAFE_XML)
             except etree.XMLSyntaxError:
-                pass
+                pass  # the declaration was not the only problem: report the original error below
             else:
                 return root, [f"malformed XML declaration ignored ({exc.msg})"]
         raise ConversionError(path, f"not well-formed XML: {exc.msg}", line=exc.lineno) from None
