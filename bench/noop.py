@@ -83,7 +83,7 @@ def main() -> None:
         bare_first = timed(bare, folder)
         ours_noop = statistics.median(timed(ours, folder) for _ in range(args.repeat))
         bare_noop = statistics.median(timed(bare, folder) for _ in range(args.repeat))
-    print(f"{args.entries} entries, median of {args.repeat} no-op runs, 2 processes each measured wall-clock")
+    print(f"{args.entries} entries; wall-clock of a whole doit process, median of {args.repeat} no-op runs")
     print(f"{'':28s}{'usdforge doit convert':>24s}{'bare dodo (copy tasks)':>26s}")
     print(f"{'first build [s]':28s}{first_build:24.3f}{bare_first:26.3f}")
     print(f"{'no-op [s]':28s}{ours_noop:24.3f}{bare_noop:26.3f}")
