@@ -32,7 +32,7 @@ from rules.mjcf_usd import MjcfUsd
 from rules.outputs import resolve_usd_file_name
 from rules.robot_meshes import MeshLibrary
 from rules.robot_usd import RobotUsdContext, RobotUsdOptions, write_robot
-from schemas.mjcf_cfg import COLLISION_TYPES, MjcfConverterCfg
+from schemas.mjcf_cfg import MjcfConverterCfg
 
 
 def apply_link_density(loaded: LoadedModel, density: float) -> LoadedModel:
@@ -93,11 +93,7 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
         targets = apply_drives(robot, loaded, bodies, cfg)
         messages = list(loaded.warnings) + joint_mimics(robot, loaded, bodies)
         usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
-        options = RobotUsdOptions(
-            layered=cfg.run_asset_transformer, make_instanceable=cfg.make_instanceable,
-            mesh_approximation=COLLISION_TYPES[cfg.collision_type],
-            decompose=cfg.collision_type == "Convex Decomposition", self_collision=cfg.self_collision,
-            merge_mesh=cfg.merge_mesh, robot_type=cfg.robot_type)
+        options = RobotUsdOptions.from_cfg(cfg)
 
         def author_mujoco(ctx: RobotUsdContext) -> None:
             usd = MjcfUsd(loaded, robot, bodies, geoms, ctx)

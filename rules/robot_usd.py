@@ -47,6 +47,7 @@ from rules.robot_inertia import placeholder_inertial
 from rules.robot_meshes import MeshLibrary, MeshPart
 from rules.robot_model import Frame, Joint, Link, Material, Robot, Shape
 from rules.usd_authoring import relative_asset_path, unique_name, usd_identifier
+from schemas.converter_cfgs import COLLISION_TYPES
 from schemas.units import per_radian_to_per_degree, radians_to_degrees
 
 #: Payload order of the interface layer, strongest first.
@@ -82,6 +83,14 @@ class RobotUsdOptions:
     self_collision: bool = False
     merge_mesh: bool = False
     robot_type: str | None = None
+
+    @classmethod
+    def from_cfg(cls, cfg: Any) -> "RobotUsdOptions":
+        """The options a URDF or MJCF converter cfg asks for (Isaac Lab's field names)."""
+        return cls(layered=cfg.run_asset_transformer, make_instanceable=cfg.make_instanceable,
+                   mesh_approximation=COLLISION_TYPES[cfg.collision_type],
+                   decompose=cfg.collision_type == "Convex Decomposition", self_collision=cfg.self_collision,
+                   merge_mesh=cfg.merge_mesh, robot_type=cfg.robot_type)
 
 
 def write_robot(robot: Robot, out_dir: Path, usd_file_name: str, options: RobotUsdOptions = RobotUsdOptions(),

@@ -23,7 +23,7 @@ from rules.robot_model import Geometry, Link, Robot, Shape
 from rules.robot_usd import RobotUsdOptions, write_robot
 from rules.urdf_drives import apply_joint_drives
 from rules.urdf_read import read_urdf
-from schemas.urdf_cfg import COLLISION_TYPES, UrdfConverterCfg
+from schemas.urdf_cfg import UrdfConverterCfg
 
 
 def packages_of(cfg: UrdfConverterCfg) -> dict[str, str]:
@@ -75,11 +75,7 @@ def convert(cfg: UrdfConverterCfg, out_dir: Path) -> list[Path]:
     meshes = MeshLibrary()
     robot = robot_from_urdf(cfg, meshes)
     usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
-    options = RobotUsdOptions(
-        layered=cfg.run_asset_transformer, make_instanceable=cfg.make_instanceable,
-        mesh_approximation=COLLISION_TYPES[cfg.collision_type],
-        decompose=cfg.collision_type == "Convex Decomposition", self_collision=cfg.self_collision,
-        merge_mesh=cfg.merge_mesh, robot_type=cfg.robot_type)
+    options = RobotUsdOptions.from_cfg(cfg)
     return write_robot(robot, Path(out_dir), usd_file_name, options, meshes)
 
 
