@@ -199,8 +199,9 @@ def mass(spec: Sdf.PrimSpec, value: float, center_of_mass: Iterable[float], iner
 
 
 def principal_axes(tensor: np.ndarray) -> tuple[np.ndarray, tuple[float, float, float, float]]:
-    """Principal moments (3,) and axes (w, x, y, z) of a symmetric inertia tensor, as
-    ``rules.usd_authoring.principal_inertia`` (a diagonal tensor keeps the body axes)."""
+    """Principal moments (3,) in kg·m² and principal axes as a quaternion (w, x, y, z), w >= 0, of a
+    symmetric inertia tensor (3, 3) about the centre of mass: ``R diag(moments) Rᵀ == tensor`` with R
+    proper. A diagonal tensor keeps the body axes rather than eigh's sorted, permuted ones."""
     symmetric = 0.5 * (np.asarray(tensor, dtype=float) + np.asarray(tensor, dtype=float).T)
     off = abs(symmetric[0, 1]) + abs(symmetric[0, 2]) + abs(symmetric[1, 2])
     if off <= 1e-12 * max(float(np.abs(symmetric).max()), 1e-300):

@@ -15,6 +15,8 @@ import numpy as np
 import trimesh
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade, Vt
 
+from rules.sdf_authoring import principal_axes
+
 
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
@@ -207,32 +209,10 @@ def relative_asset_path(target: Path, layer_dir: Path) -> str:
     return relative if relative.startswith("../") else f"./{relative}"
 
 
-def principal_inertia(tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Principal moments (3,) in kg·m² and the principal axes as a quaternion (w, x, y, z).
-
-    tensor: (3, 3) symmetric inertia about the centre of mass, in the body frame. The axes rotation is
-    proper (det +1), so ``R @ diag(moments) @ R.T == tensor``.
-    """
-    symmetric = 0.5 * (np.asarray(tensor, dtype=np.float64) + np.asarray(tensor, dtype=np.float64).T)
-    off_diagonal = symmetric - np.diag(np.diag(symmetric))
-    if np.abs(off_diagonal).max() <= 1e-12 * max(np.abs(symmetric).max(), 1e-300):
-        # Already principal: keep the body axes rather than eigh's sorted, permuted ones.
-        return np.clip(np.diag(symmetric).copy(), 0.0, None), np.array([1.0, 0.0, 0.0, 0.0])
-    moments, axes = np.linalg.eigh(symmetric)
-    if np.linalg.det(axes) < 0:
-        axes[:, 2] = -axes[:, 2]
-    homogeneous = np.eye(4)
-    homogeneous[:3, :3] = axes
-    quat = trimesh.transformations.quaternion_from_matrix(homogeneous)
-    if quat[0] < 0:
-        quat = -quat
-    return np.clip(moments, 0.0, None), quat
-
-
 def author_mass(prim: Usd.Prim, mass: float, center_of_mass: Iterable[float], inertia_tensor: np.ndarray) -> None:
     """Author mass, centerOfMass, diagonalInertia and principalAxes together (every engine needs all four)."""
     mass_api = UsdPhysics.MassAPI.Apply(prim)
-    moments, quat = principal_inertia(inertia_tensor)
+    moments, quat = principal_axes(inertia_tensor)
     mass_api.CreateMassAttr(float(mass))
     mass_api.CreateCenterOfMassAttr(Gf.Vec3f(*map(float, center_of_mass)))
     mass_api.CreateDiagonalInertiaAttr(Gf.Vec3f(*map(float, moments)))
