@@ -1,7 +1,9 @@
 """USD-authoring helpers shared by the rules: stages, meshes, preview materials, transforms, inertia.
 
-Every rule builds its stages in memory with these helpers and exports them into a folder; the pipeline
-moves that folder's files into place atomically.
+The mesh rule builds its stages with these helpers (pxr's typed Usd API) and saves them into a folder; the
+pipeline moves that folder's files into place atomically. The robot writer authors at the Sdf layer level
+instead (``rules.sdf_authoring``: thousands of specs, several times faster) and shares the naming and
+pose helpers here.
 """
 
 from __future__ import annotations
