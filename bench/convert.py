@@ -11,7 +11,7 @@ default, the converter's ``layer_structure`` default). urdf-usd-converter bundle
 of the two are interleaved, so load from other processes hits both alike. Per file the fastest run
 (least disturbed) is reported, and the median run beside it. The corpus is ``../shared/corpus``.
 
-The MJCF rows do the same for the corpus's MuJoCo Menagerie models against mujoco-usd-converter 0.8.0
+The MJCF table does the same for the corpus's MuJoCo Menagerie models against mujoco-usd-converter 0.8.0
 (Newton's MJCF converter, the one Isaac Lab's MJCF importer wraps), in its own ``build/bench-venv-mjcf``
 (``pip install mujoco-usd-converter==0.8.0``; its pins clash with urdf-usd-converter's).
 """
@@ -203,13 +203,10 @@ def measure_mjcf(cases: list[dict], repeat: int) -> tuple[dict[str, list[float]]
     return ours, theirs
 
 
-def mjcf_rows(names: list[str], repeat: int) -> None:
-    """The MJCF table: usdforge beside mujoco-usd-converter 0.8.0 on each corpus MJCF model."""
-    cases = [c for c in mjcf_corpus() if not names or c["name"] in names]
-    if not cases:
-        return
-    ours, theirs = measure_mjcf(cases, repeat)
-    print(f"{'MJCF model':<22}{'usdforge ms':>12}{'mujoco-usd-converter 0.8.0 ms':>32}{'speed-up':>10}   (median runs)")
+def print_table(title: str, theirs_label: str, cases: list[dict], ours: dict[str, list[float]],
+                theirs: dict[str, list[float]], repeat: int) -> None:
+    """One table: fastest run per file and side, the speed-ups, and the median against the target."""
+    print(f"{title:<22}{'usdforge ms':>12}{theirs_label + ' ms':>32}{'speed-up':>10}   (median runs)")
     best, typical = [], []
     for case in cases:
         name = case["name"]
@@ -221,8 +218,8 @@ def mjcf_rows(names: list[str], repeat: int) -> None:
               f"{typical[-1]:.1f}x)")
     median = statistics.median(best)
     verdict = "meets" if median >= TARGET_SPEEDUP else "misses"
-    print(f"MJCF median speed-up {median:.1f}x on the fastest runs ({statistics.median(typical):.1f}x on the median "
-          f"runs): {verdict} the {TARGET_SPEEDUP:g}x target; {repeat} interleaved runs per file and side, "
+    print(f"{title}: median speed-up {median:.1f}x on the fastest runs ({statistics.median(typical):.1f}x on the "
+          f"median runs): {verdict} the {TARGET_SPEEDUP:g}x target; {repeat} interleaved runs per file and side, "
           "in-process, layered output on both sides")
 
 
@@ -231,27 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="corpus robots to time (default: every URDF and MJCF model)")
     parser.add_argument("--repeat", type=int, default=5, help="timed conversions per file and side")
     args = parser.parse_args(argv)
-    if args.names and not any(c["name"] in args.names for c in corpus()):
-        mjcf_rows(args.names, args.repeat)  # MJCF models only
-        return 0
-    cases = [c for c in corpus() if not args.names or c["name"] in args.names]
-    ours, theirs = measure(cases, args.repeat)
-    print(f"{'robot':<18}{'usdforge ms':>14}{'urdf-usd-converter 0.3.4 ms':>30}{'speed-up':>10}   (median runs)")
-    best, typical = [], []
-    for case in cases:
-        name = case["name"]
-        mine, other = min(ours[name]), min(theirs[name])
-        best.append(other / mine)
-        typical.append(statistics.median(theirs[name]) / statistics.median(ours[name]))
-        print(f"{name:<18}{mine * 1e3:>14.1f}{other * 1e3:>30.1f}{best[-1]:>9.1f}x   "
-              f"({statistics.median(ours[name]) * 1e3:.1f} vs {statistics.median(theirs[name]) * 1e3:.1f} ms, "
-              f"{typical[-1]:.1f}x)")
-    median = statistics.median(best)
-    verdict = "meets" if median >= TARGET_SPEEDUP else "misses"
-    print(f"median speed-up {median:.1f}x on the fastest runs ({statistics.median(typical):.1f}x on the median "
-          f"runs): {verdict} the {TARGET_SPEEDUP:g}x target; {args.repeat} interleaved runs per file and side, "
-          "in-process, layered output on both sides")
-    mjcf_rows(args.names, args.repeat)
+    urdf_cases = [c for c in corpus() if not args.names or c["name"] in args.names]
+    if urdf_cases:
+        ours, theirs = measure(urdf_cases, args.repeat)
+        print_table("URDF robot", THEIRS.replace("==", " "), urdf_cases, ours, theirs, args.repeat)
+    mjcf_cases = [c for c in mjcf_corpus() if not args.names or c["name"] in args.names]
+    if mjcf_cases:
+        ours, theirs = measure_mjcf(mjcf_cases, args.repeat)
+        print_table("MJCF model", MJCF_THEIRS.replace("==", " "), mjcf_cases, ours, theirs, args.repeat)
     return 0
 
 

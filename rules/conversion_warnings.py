@@ -12,18 +12,11 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from rules.errors import located_message
+from rules.errors import Located
 
 
-class ConversionWarning(UserWarning):
-    """A recoverable problem; ``str()`` is ``file:line: element: problem`` (as ``ConversionError``)."""
-
-    def __init__(self, file: str | Path, problem: str, element: str | None = None, line: int | None = None):
-        self.file = str(file)
-        self.problem = problem
-        self.element = element
-        self.line = line
-        super().__init__(located_message(file, problem, element, line))
+class ConversionWarning(Located, UserWarning):
+    """A recoverable problem: the conversion goes on (see ``rules.errors.Located`` for what it carries)."""
 
 
 def warn(file: str | Path, problem: str, element: str | None = None, line: int | None = None) -> None:

@@ -11,8 +11,8 @@ def located_message(file: str | Path, problem: str, element: str | None = None, 
     return f"{where}: {element + ': ' if element else ''}{problem}"
 
 
-class ConversionError(Exception):
-    """Bad input that stops a conversion. ``str()`` is one line: ``file:line: element: problem``.
+class Located:
+    """Where a problem is and what it is; ``str()`` is one line: ``file:line: element: problem``.
 
     file: the input file at fault (the asset, or a mesh/include it references).
     problem: what is wrong, in words a user can act on.
@@ -26,3 +26,7 @@ class ConversionError(Exception):
         self.element = element
         self.line = line
         super().__init__(located_message(file, problem, element, line))
+
+
+class ConversionError(Located, Exception):
+    """Bad input that stops a conversion (see ``Located`` for what it carries)."""

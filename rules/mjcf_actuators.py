@@ -140,8 +140,7 @@ def author_actuators(usd: MjcfUsd, cfg: MjcfConverterCfg) -> None:
     model = usd.loaded.model
     if model.nu == 0:
         return
-    scope = usd.scope("Actuators")
-    usd.define("mujoco", scope, "Scope")
+    scope = usd.mujoco_scope("Actuators")
     taken: set[str] = set()
     for actuator in range(model.nu):
         source = model.actuator(actuator).name

@@ -98,8 +98,7 @@ def author_keyframes(usd: MjcfUsd) -> None:
     model = usd.loaded.model
     if model.nkey == 0:
         return
-    scope = usd.scope("Keyframes")
-    usd.define("mujoco", scope, "Scope")
+    scope = usd.mujoco_scope("Keyframes")
     readable = not any(int(t) == BALL for t in model.jnt_type)
     if not readable:
         usd.warnings.append("keyframes are kept as untyped prims under Keyframes/: MuJoCo 4.0's USD decoder "
@@ -146,8 +145,7 @@ def author_sensors(usd: MjcfUsd) -> None:
     model = usd.loaded.model
     if model.nsensor == 0:
         return
-    scope = usd.scope("Sensors")
-    usd.define("mujoco", scope, "Scope")
+    scope = usd.mujoco_scope("Sensors")
     taken: set[str] = set()
     for sensor in range(model.nsensor):
         name = model.sensor(sensor).name or f"sensor{sensor}"

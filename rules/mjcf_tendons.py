@@ -42,8 +42,7 @@ def author_tendons(usd: MjcfUsd, merge_mesh: bool) -> None:
     model = usd.loaded.model
     if model.ntendon == 0:
         return
-    scope = usd.scope("Tendons")
-    usd.define("mujoco", scope, "Scope")
+    scope = usd.mujoco_scope("Tendons")
     colliders = collider_paths(usd)
     visuals = visual_paths(usd, merge_mesh)
     taken: set[str] = set()

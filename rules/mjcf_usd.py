@@ -201,6 +201,12 @@ class MjcfUsd:
         """``/<robot>/<name>``."""
         return self.root.AppendChild(name)
 
+    def mujoco_scope(self, name: str) -> Sdf.Path:
+        """``/<robot>/<name>`` defined as a Scope in the mujoco layer (where MuJoCo-only records live)."""
+        path = self.scope(name)
+        self.define("mujoco", path, "Scope")
+        return path
+
     def spec(self, role: str, path: Sdf.Path) -> Sdf.PrimSpec:
         """The prim spec at ``path`` in ``role``'s layer (an ``over`` unless the layer defines it)."""
         return sdf.over(self.ctx.layer(role), path)
