@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,7 @@ from rules.outputs import ROBOT_LAYER_FILES
 from rules.robot_inertia import placeholder_inertial
 from rules.robot_meshes import MeshLibrary, MeshPart
 from rules.robot_model import Frame, Joint, Link, Material, Robot, Shape
-from rules.usd_authoring import relative_asset_path, unique_name, usd_identifier
+from rules.usd_authoring import relative_asset_path, unique, unique_name, usd_identifier
 from schemas.converter_cfgs import COLLISION_TYPES
 from schemas.units import per_radian_to_per_degree, radians_to_degrees
 
@@ -289,6 +290,8 @@ class _RobotWriter:
         self._prototype_names: set[str] = set()
         self._textures: list[Path] = []
         self._texture_files: dict[str, Path] = {}
+        self._source_textures: dict[Path, tuple[Path, str]] = {}
+        self._texture_names: set[str] = set()
         self._decomposer_missing_warned = False
 
     def write(self) -> list[Path]:
@@ -508,10 +511,7 @@ class _RobotWriter:
         """The name of a ``/Materials/<name>`` material with this colour and texture (file or image)."""
         texture_file, texture_key = None, None
         if texture is not None and Path(texture).is_file():
-            data = Path(texture).read_bytes()
-            texture_key = hashlib.sha256(data).hexdigest()
-            texture_file = self._texture(f"{Path(texture).stem}_{texture_key[:8]}{Path(texture).suffix.lower()}",
-                                         data, texture_key)
+            texture_file, texture_key = self._texture_from_file(Path(texture))
         elif image is not None:
             buffer = io.BytesIO()
             image.save(buffer, format="PNG")
@@ -530,10 +530,24 @@ class _RobotWriter:
                              self.layers.asset_path("materials", texture_file) if texture_file else None)
         return name
 
+    def _texture_from_file(self, texture: Path) -> tuple[Path, str]:
+        """(copy in ``textures/``, key) of a texture file, copied once per source file (many materials share
+        one atlas) under the source's name, made unique among the copies (``<stem>_1.png`` …); the key is
+        the source path."""
+        if texture not in self._source_textures:
+            stem = unique(texture.stem, self._texture_names)
+            copy = self.out_dir / "textures" / f"{stem}{texture.suffix.lower()}"
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(texture, copy)  # in the kernel: textures are megabytes, read by nothing here
+            self._textures.append(copy)
+            self._source_textures[texture] = (copy, f"file:{texture}")
+        return self._source_textures[texture]
+
     def _texture(self, file_name: str, data: bytes, digest: str) -> Path:
-        """Write a texture once per content into ``textures/``."""
+        """Write an in-memory texture once per content into ``textures/``."""
         if digest not in self._texture_files:
             path = self.out_dir / "textures" / file_name
+            self._texture_names.add(Path(file_name).stem)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             self._textures.append(path)
