@@ -41,11 +41,13 @@ class MeshPart(NamedTuple):
     transform: np.ndarray
 
 
-def load_parts(path: Path, units: str | None = None) -> list[MeshPart]:
+def load_parts(path: Path, units: str | None = None, process: bool = True) -> list[MeshPart]:
     """Every triangle mesh in the file at ``path``, each with its node transform (Z-up for glTF).
 
     units: when given (e.g. "meters"), each transform also converts the units the file declares (COLLADA's
         ``<asset><unit meter>``, as trimesh reads it) into these; a file that declares none is left as it is.
+    process: trimesh's ``process`` (duplicate vertices merged); False keeps the file's vertices as they are
+        (an STL's triangle soup), for a caller that welds them itself.
     Raises ConversionError when the file is missing, unreadable, or holds no triangles.
     """
     path = Path(path)
@@ -58,7 +60,7 @@ def load_parts(path: Path, units: str | None = None) -> list[MeshPart]:
         raise ConversionError(path, f"unsupported mesh format '.{extension}' (supported: "
                                     f"{', '.join(MESH_FORMATS)})")
     try:
-        scene = trimesh.load_scene(str(path), file_type=extension)
+        scene = trimesh.load_scene(str(path), file_type=extension, process=process)
     except Exception as exc:  # noqa: BLE001 - trimesh raises many kinds; all mean "cannot read this file"
         raise ConversionError(path, f"cannot read {extension.upper()} mesh ({type(exc).__name__}: {exc})") from None
     up = _Y_UP_TO_Z_UP if extension in ("glb", "gltf") else np.eye(4)

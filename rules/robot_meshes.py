@@ -85,9 +85,9 @@ def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
 
 
 def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> MeshPart:
-    """A part of a mesh as trimesh reads it (``process``: duplicate vertices merged), welded to one point per
-    position: the file's normals and UVs become face-varying, so welding loses none of them. Per-vertex
-    colours keep the vertices as they are."""
+    """A part of a mesh as trimesh reads it without processing, welded to one point per position: the
+    file's normals and UVs become face-varying, so welding loses none of them. Per-vertex colours keep the
+    vertices as they are."""
     from rules.usd_authoring import material_of
 
     color, image = material_of(mesh)
@@ -102,9 +102,7 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> Me
     if getattr(mesh.visual, "kind", None) in ("vertex", "face"):
         rgba = np.asarray(mesh.visual.vertex_colors, dtype=float) / 255.0
         colors = rgba if len(rgba) == len(points) else None
-    if colors is None and (normals is not None or uv is not None):
-        # trimesh merged only the vertices whose normals and UVs agree too (without those, it merged
-        # every duplicate position already).
+    if colors is None:
         unique, inverse = trimesh.grouping.unique_rows(points, keep_order=True)
         points, faces = points[unique], inverse[faces]
     part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=color, image=image)
@@ -121,7 +119,7 @@ class MeshLibrary:
 
     def _read(self, path: Path) -> list[MeshPart]:
         with _quiet_trimesh():
-            loaded = load_parts(path, units="meters")
+            loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
         # STL has no node names (trimesh names a part after the file or its header): the file's stem.
         stl = path.suffix.lower() == ".stl"
         return [_from_trimesh(path.stem if stl else part.name, part.mesh, part.transform) for part in loaded]
