@@ -60,7 +60,7 @@ def load_parts(path: Path, units: str | None = None, process: bool = True) -> li
         raise ConversionError(path, f"unsupported mesh format '.{extension}' (supported: "
                                     f"{', '.join(MESH_FORMATS)})")
     try:
-        scene = trimesh.load_scene(str(path), file_type=extension, process=process)
+        scene = _load_scene(path, extension, process)
     except Exception as exc:  # noqa: BLE001 - trimesh raises many kinds; all mean "cannot read this file"
         raise ConversionError(path, f"cannot read {extension.upper()} mesh ({type(exc).__name__}: {exc})") from None
     up = _Y_UP_TO_Z_UP if extension in ("glb", "gltf") else np.eye(4)
@@ -77,6 +77,19 @@ def load_parts(path: Path, units: str | None = None, process: bool = True) -> li
     if not parts:
         raise ConversionError(path, "the file holds no triangle mesh")
     return parts
+
+
+def _load_scene(path: Path, extension: str, process: bool) -> trimesh.Scene:
+    """trimesh's scene of a file. trimesh hands ``process`` to a single-mesh file's mesh but not to the
+    meshes of a COLLADA scene, which it always processes (merging vertices is most of a DAE's load time):
+    unprocessed, a DAE's mesh arguments are read with trimesh's COLLADA loader and built with process off."""
+    if process or extension != "dae":
+        return trimesh.load_scene(str(path), file_type=extension, process=process)
+    with open(path, "rb") as file:
+        loaded = trimesh.exchange.dae.load_collada(file, resolver=trimesh.resolvers.FilePathResolver(str(path)))
+    for geometry in loaded["geometry"].values():
+        geometry["process"] = False
+    return trimesh.load_scene(loaded)
 
 
 def _unit_scale(declared: str | None, desired: str) -> float:

@@ -24,10 +24,10 @@ UNIFORM = Sdf.VariabilityUniform
 
 def new_layer(identifier: str) -> Sdf.Layer:
     """An empty layer with usdforge's stage metadata (Z up, metres, kilograms) whose identifier is its
-    future path (the file is created now, so relative references to it resolve while authoring); the
-    format follows the extension. ``Save`` writes it."""
+    future path (relative references to it resolve while authoring through the layer registry, before the
+    file exists); the format follows the extension. ``Save`` writes it (the folder must exist)."""
     if Sdf.Layer.Find(identifier) is None:
-        layer = Sdf.Layer.CreateNew(identifier)
+        layer = Sdf.Layer.New(Sdf.FileFormat.FindByExtension(identifier.rsplit(".", 1)[-1]), identifier)
     else:  # still open (a stage on an earlier conversion into the same folder, in this process)
         layer = Sdf.Layer.FindOrOpen(identifier)  # a strong reference: Find's handle dies with that stage
         layer.Clear()
