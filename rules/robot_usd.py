@@ -514,7 +514,7 @@ class _RobotWriter:
             texture_file, texture_key = self._texture_from_file(Path(texture))
         elif image is not None:
             buffer = io.BytesIO()
-            image.save(buffer, format="PNG")
+            image.save(buffer, format="PNG", compress_level=1)  # zlib's fastest: 5x faster to encode
             data = buffer.getvalue()
             texture_key = hashlib.sha256(data).hexdigest()
             texture_file = self._texture(f"{usd_identifier(hint)}_{texture_key[:8]}.png", data, texture_key)
