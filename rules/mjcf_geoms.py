@@ -131,14 +131,15 @@ class MaterialLibrary:
 
 def mujoco_mesh_part(model: mujoco.MjModel, mesh: int) -> MeshPart:
     """MuJoCo's compiled mesh as a mesh part: vertices (scale applied, mirrored ones re-wound) in MuJoCo's
-    mesh frame, triangles, face-varying normals and texture coordinates (MuJoCo stores v flipped; USD's
-    ``st`` has v up, as OBJ files do)."""
+    mesh frame, triangles, MuJoCo's normals with its per-corner indices, and face-varying texture
+    coordinates (MuJoCo stores v flipped; USD's ``st`` has v up, as OBJ files do)."""
     vertices = slice(model.mesh_vertadr[mesh], model.mesh_vertadr[mesh] + model.mesh_vertnum[mesh])
     faces = slice(model.mesh_faceadr[mesh], model.mesh_faceadr[mesh] + model.mesh_facenum[mesh])
     normals = model.mesh_normal[model.mesh_normaladr[mesh]:model.mesh_normaladr[mesh] + model.mesh_normalnum[mesh]]
-    part_normals = None
+    part_normals, normal_indices = None, None
     if len(normals):
-        part_normals = np.asarray(normals, dtype=np.float64)[model.mesh_facenormal[faces].reshape(-1)]
+        part_normals = np.asarray(normals, dtype=np.float64)
+        normal_indices = np.asarray(model.mesh_facenormal[faces], dtype=np.int64).reshape(-1)
     uv = None
     if model.mesh_texcoordnum[mesh] > 0:
         coordinates = np.asarray(model.mesh_texcoord[model.mesh_texcoordadr[mesh]:
@@ -148,7 +149,8 @@ def mujoco_mesh_part(model: mujoco.MjModel, mesh: int) -> MeshPart:
         uv[:, 1] = 1.0 - uv[:, 1]
     name = model.mesh(mesh).name or f"mesh{mesh}"
     return MeshPart(name, np.asarray(model.mesh_vert[vertices], dtype=np.float64),
-                    np.asarray(model.mesh_face[faces], dtype=np.int64), normals=part_normals, uv=uv)
+                    np.asarray(model.mesh_face[faces], dtype=np.int64), normals=part_normals, uv=uv,
+                    normal_indices=normal_indices)
 
 
 def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],

@@ -28,9 +28,11 @@ from rules.mesh_references import mesh_references
 class MeshPart(NamedTuple):
     """One triangle mesh of a file, in the file's frame until baked (then in the shape's frame).
 
-    points (V, 3) m; faces (F, 3); normals: face-varying (F·3, 3) or None; uv: face-varying (F·3, 2) or
-    per-vertex (V, 2) or None; colors: per-vertex RGBA (V, 4) in [0, 1] or None; color: the part's
-    material colour (RGBA) or None; texture: its texture file, or image: an in-memory (PIL) texture.
+    points (V, 3) m; faces (F, 3); normals: face-varying (F·3, 3) or None, or, with normal_indices (F·3,),
+    the distinct normals (N, 3) those index corner by corner (MuJoCo's compiled meshes, about half the
+    data); uv: face-varying (F·3, 2) or per-vertex (V, 2) or None; colors: per-vertex RGBA (V, 4) in [0, 1]
+    or None; color: the part's material colour (RGBA) or None; texture: its texture file, or image: an
+    in-memory (PIL) texture.
     """
 
     name: str
@@ -42,6 +44,13 @@ class MeshPart(NamedTuple):
     color: tuple[float, float, float, float] | None = None
     texture: Path | None = None
     image: Any = None
+    normal_indices: np.ndarray | None = None
+
+    def face_varying_normals(self) -> np.ndarray | None:
+        """The normals corner by corner (F·3, 3), indexed or not; None when the part has none."""
+        if self.normals is None or self.normal_indices is None:
+            return self.normals
+        return self.normals[self.normal_indices]
 
     def trimesh(self) -> trimesh.Trimesh:
         return trimesh.Trimesh(self.points, self.faces, process=False)
@@ -71,17 +80,20 @@ def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
     """``part`` with the affine ``matrix`` (4, 4) applied; a mirroring matrix flips the winding."""
     linear = matrix[:3, :3]
     points = part.points @ linear.T + matrix[:3, 3]
-    faces, normals, uv = part.faces, part.normals, part.uv
+    faces, normals, normal_indices, uv = part.faces, part.normals, part.normal_indices, part.uv
     if normals is not None:
         normals = normals @ np.linalg.inv(linear)
         normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-300)
     if np.linalg.det(linear) < 0:
         faces = faces[:, ::-1]
-        if normals is not None:
+        if normal_indices is not None:
+            normal_indices = normal_indices.reshape(-1, 3)[:, ::-1].reshape(-1)
+        elif normals is not None:
             normals = normals.reshape(-1, 3, 3)[:, ::-1].reshape(-1, 3)
         if uv is not None and len(uv) == 3 * len(part.faces):
             uv = uv.reshape(-1, 3, 2)[:, ::-1].reshape(-1, 2)
-    return part._replace(points=points, faces=np.ascontiguousarray(faces), normals=normals, uv=uv)
+    return part._replace(points=points, faces=np.ascontiguousarray(faces), normals=normals,
+                         normal_indices=normal_indices, uv=uv)
 
 
 def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> MeshPart:

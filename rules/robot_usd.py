@@ -445,7 +445,8 @@ class _RobotWriter:
             material, parts = items[0][0], [part for _, part in items]
             merged = _concatenate(parts)
             spec = sdf.mesh(self.layers.layer("base"), scope.AppendChild(unique_name(f"merged_{index}", names)),
-                            merged.points, merged.faces, normals=merged.normals, uv=merged.uv, colors=merged.colors)
+                            merged.points, merged.faces, normals=merged.normals, normal_indices=merged.normal_indices,
+                            uv=merged.uv, colors=merged.colors)
             if material is not None:
                 sdf.bind_material(spec, self._robot_look(material))
             elif merged.color is not None or merged.texture is not None or merged.image is not None:
@@ -487,7 +488,7 @@ class _RobotWriter:
             part_name = unique_name(part.name, taken)
             part_names.append(part_name)
             spec = sdf.mesh(layer, path.AppendChild(part_name), part.points, part.faces, normals=part.normals,
-                            uv=part.uv, colors=part.colors)
+                            normal_indices=part.normal_indices, uv=part.uv, colors=part.colors)
             if part.color is not None or part.texture is not None or part.image is not None:
                 material = self._material(part.color, part.texture, part.image, f"{Path(mesh).stem}_{part_name}")
                 look = path.AppendChild("Looks").AppendChild(material)
@@ -769,14 +770,20 @@ def _concatenate(parts: list[MeshPart]) -> MeshPart:
     """Parts as one mesh (normals and UVs kept only when every part has them in the same layout)."""
     offsets = np.cumsum([0] + [len(p.points) for p in parts])
     faces = np.concatenate([p.faces + offset for p, offset in zip(parts, offsets)])
-    normals = np.concatenate([p.normals for p in parts]) if all(p.normals is not None for p in parts) else None
+    normals, normal_indices = None, None
+    if all(p.normals is not None and p.normal_indices is not None for p in parts):
+        normal_offsets = np.cumsum([0] + [len(p.normals) for p in parts])
+        normals = np.concatenate([p.normals for p in parts])
+        normal_indices = np.concatenate([p.normal_indices + offset for p, offset in zip(parts, normal_offsets)])
+    elif all(p.normals is not None for p in parts):
+        normals = np.concatenate([p.face_varying_normals() for p in parts])
     uv = None
     if all(p.uv is not None and len(p.uv) == 3 * len(p.faces) for p in parts):
         uv = np.concatenate([p.uv for p in parts])
     colors = np.concatenate([p.colors for p in parts]) if all(p.colors is not None for p in parts) else None
     first = parts[0]
     return MeshPart(first.name, np.concatenate([p.points for p in parts]), faces, normals, uv, colors,
-                    first.color, first.texture, first.image)
+                    first.color, first.texture, first.image, normal_indices)
 
 
 def _color_key(color: tuple | None) -> tuple | None:

@@ -148,11 +148,12 @@ def quatf(rotation: np.ndarray) -> Gf.Quatf:
 
 
 def mesh(layer: Sdf.Layer, path: Sdf.Path, points: np.ndarray, faces: np.ndarray, *,
-         normals: np.ndarray | None = None, uv: np.ndarray | None = None,
-         colors: np.ndarray | None = None) -> Sdf.PrimSpec:
+         normals: np.ndarray | None = None, normal_indices: np.ndarray | None = None,
+         uv: np.ndarray | None = None, colors: np.ndarray | None = None) -> Sdf.PrimSpec:
     """A triangle ``Mesh``: points (V, 3) m, faces (F, 3) indices; optional normals and UVs, face-varying
     (F·3, 3|2) or per-vertex (V, 3|2), per-vertex RGBA colours (V, 4) in [0, 1] (one colour → constant
-    displayColor/Opacity)."""
+    displayColor/Opacity). With normal_indices (F·3,), normals (N, 3) are distinct values those index
+    corner by corner: an indexed face-varying ``primvars:normals``, which UsdGeom reads before ``normals``."""
     spec = prim(layer, path, "Mesh")
 
     def vec(array: np.ndarray, width: int):
@@ -171,7 +172,11 @@ def mesh(layer: Sdf.Layer, path: Sdf.Path, points: np.ndarray, faces: np.ndarray
     attribute(spec, "subdivisionScheme", T.Token, "none", uniform=True)
     if len(points):
         attribute(spec, "extent", T.Float3Array, vec(np.stack([points.min(0), points.max(0)]), 3))
-    if normals is not None:
+    if normals is not None and normal_indices is not None:
+        attr = attribute(spec, "primvars:normals", T.Normal3fArray, vec(normals, 3))
+        set_info(attr, "interpolation", "faceVarying")
+        attribute(spec, "primvars:normals:indices", T.IntArray, ints(normal_indices))
+    elif normals is not None:
         attr = attribute(spec, "normals", T.Normal3fArray, vec(normals, 3))
         set_info(attr, "interpolation", "faceVarying" if len(normals) != len(points) else "vertex")
     if uv is not None:

@@ -249,6 +249,75 @@ def test_reflected_meshes_are_mirrored():
         assert np.allclose(np.sort(ours, axis=0)[[0, -1]], np.sort(expected, axis=0)[[0, -1]], atol=1e-5)
 
 
+def test_mesh_normals_are_mujocos_corner_by_corner(tmp_path):
+    """MuJoCo's normals and per-corner normal indices become an indexed face-varying primvars:normals: the
+    flattened normals equal MuJoCo's at every corner of every triangle, mirrored mesh included."""
+    # A tetrahedron whose corners carry different (smooth) normals, so a corner mix-up shows.
+    (tmp_path / "tetra.obj").write_text(textwrap.dedent("""\
+        v 0 0 0
+        v 1 0 0
+        v 0 1 0
+        v 0 0 1
+        vn -0.577 -0.577 -0.577
+        vn 1 0 0
+        vn 0 1 0
+        vn 0 0 1
+        f 1//1 3//3 2//2
+        f 1//1 2//2 4//4
+        f 1//1 4//4 3//3
+        f 2//2 3//3 4//4
+        """))
+    source = write_model(tmp_path, """\
+        <mujoco model="normals">
+          <asset>
+            <mesh name="tetra" file="tetra.obj" scale="0.1 0.1 0.1"/>
+            <mesh name="mirror" file="tetra.obj" scale="0.1 -0.1 0.1"/>
+          </asset>
+          <worldbody>
+            <body name="regular"><freejoint/><geom type="mesh" mesh="tetra"/></body>
+            <body name="mirrored" pos="1 0 0"><freejoint/><geom type="mesh" mesh="mirror"/></body>
+          </worldbody>
+        </mujoco>""")
+    stage = stage_of(source)
+    model = compiled(source)
+    for body in ("regular", "mirrored"):
+        mesh = model.geom_dataid[model.body(body).geomadr[0]]
+        prim = next(p for p in Usd.PrimRange(prim_by_source(stage, body), Usd.TraverseInstanceProxies())
+                    if p.IsA(UsdGeom.Mesh) and "/visuals/" in str(p.GetPath()))
+        primvar = UsdGeom.PrimvarsAPI(prim).GetPrimvar("normals")
+        assert primvar.IsIndexed() and primvar.GetInterpolation() == UsdGeom.Tokens.faceVarying
+        faces = slice(model.mesh_faceadr[mesh], model.mesh_faceadr[mesh] + model.mesh_facenum[mesh])
+        normals = model.mesh_normal[model.mesh_normaladr[mesh]:model.mesh_normaladr[mesh] + model.mesh_normalnum[mesh]]
+        corners = np.asarray(UsdGeom.Mesh(prim).GetFaceVertexIndicesAttr().Get())
+        assert np.array_equal(corners, model.mesh_face[faces].reshape(-1))
+        expected = normals[model.mesh_facenormal[faces].reshape(-1)]
+        assert len(np.unique(np.round(expected, 3), axis=0)) > 3  # the corners do differ
+        assert np.allclose(np.asarray(primvar.ComputeFlattened(), dtype=np.float64), expected, atol=1e-6)
+
+
+def test_a_mirroring_scale_keeps_each_corner_with_its_normal():
+    """Indexed normals (MuJoCo's) and face-varying ones come out of a mirroring scale alike: the winding
+    is reversed and every corner keeps its own normal, reflected."""
+    from rules.robot_meshes import MeshLibrary, MeshPart
+
+    rng = np.random.default_rng(0)
+    points, faces = rng.normal(size=(6, 3)), np.array([[0, 1, 2], [3, 4, 5], [0, 2, 4]])
+    values = rng.normal(size=(5, 3))
+    values /= np.linalg.norm(values, axis=1, keepdims=True)
+    indices = rng.integers(0, 5, size=9)
+    library = MeshLibrary()
+    library.provide(Path("indexed"), [MeshPart("p", points, faces, normals=values, normal_indices=indices)])
+    library.provide(Path("flat"), [MeshPart("p", points, faces, normals=values[indices])])
+    scale = (1.0, -2.0, 1.0)
+    indexed, = library.parts(Path("indexed"), scale)
+    flat, = library.parts(Path("flat"), scale)
+    assert np.array_equal(indexed.faces, faces[:, ::-1]) and np.array_equal(indexed.faces, flat.faces)
+    assert np.allclose(indexed.face_varying_normals(), flat.normals)
+    reflected = values[indices] * [1.0, -0.5, 1.0]  # normals transform by the inverse transpose, then unit
+    reflected /= np.linalg.norm(reflected, axis=1, keepdims=True)
+    assert np.allclose(flat.normals.reshape(-1, 3, 3)[:, ::-1].reshape(-1, 3), reflected)
+
+
 # ---- actuators ---------------------------------------------------------------------------------------------
 
 def test_actuators_are_drives_and_mjc_actuators():
