@@ -37,20 +37,27 @@ THEIRS = "urdf-usd-converter==0.3.4"
 #: usdforge should be at least this much faster on the median.
 TARGET_SPEEDUP = 3.0
 
-THEIR_SCRIPT = textwrap.dedent('''
-    import json, sys, tempfile, time, warnings, logging
-    logging.disable(logging.CRITICAL)
-    warnings.simplefilter("ignore")
-    import urdf_usd_converter
-    print("ready", flush=True)
-    for line in sys.stdin:  # one case (JSON) per line -> its conversion time in seconds
-        case = json.loads(line)
-        with tempfile.TemporaryDirectory() as out:
-            converter = urdf_usd_converter.Converter(ros_packages=case["packages"])
-            start = time.perf_counter()
-            converter.convert(case["urdf"], out)
-            print(time.perf_counter() - start, flush=True)
-''')
+def server_script(module: str, converter: str, source_key: str) -> str:
+    """A reference converter as a server: it converts the case (JSON) of each stdin line and prints the
+    seconds that took. converter: the expression that makes one (``case`` is in scope)."""
+    return textwrap.dedent(f'''
+        import json, sys, tempfile, time, warnings, logging
+        logging.disable(logging.CRITICAL)
+        warnings.simplefilter("ignore")
+        import {module}
+        print("ready", flush=True)
+        for line in sys.stdin:
+            case = json.loads(line)
+            with tempfile.TemporaryDirectory() as out:
+                converter = {converter}
+                start = time.perf_counter()
+                converter.convert(case["{source_key}"], out)
+                print(time.perf_counter() - start, flush=True)
+    ''')
+
+
+THEIR_SCRIPT = server_script("urdf_usd_converter", 'urdf_usd_converter.Converter(ros_packages=case["packages"])', "urdf")
+
 
 
 def corpus() -> list[dict]:
@@ -132,20 +139,8 @@ def measure(cases: list[dict], repeat: int) -> tuple[dict[str, list[float]], dic
 MJCF_VENV = REPO / "build" / "bench-venv-mjcf"
 MJCF_THEIRS = "mujoco-usd-converter==0.8.0"
 
-MJCF_SCRIPT = textwrap.dedent('''
-    import json, sys, tempfile, time, warnings, logging
-    logging.disable(logging.CRITICAL)
-    warnings.simplefilter("ignore")
-    import mujoco_usd_converter
-    print("ready", flush=True)
-    for line in sys.stdin:  # one case (JSON) per line -> its conversion time in seconds
-        case = json.loads(line)
-        with tempfile.TemporaryDirectory() as out:
-            converter = mujoco_usd_converter.Converter()
-            start = time.perf_counter()
-            converter.convert(case["mjcf"], out)
-            print(time.perf_counter() - start, flush=True)
-''')
+MJCF_SCRIPT = server_script("mujoco_usd_converter", "mujoco_usd_converter.Converter()", "mjcf")
+
 
 
 def mjcf_corpus() -> list[dict]:
