@@ -8,7 +8,7 @@ from pathlib import Path
 
 from doit import get_var
 
-from pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
+from usdforge.pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
 
 Path("build").mkdir(exist_ok=True)
 

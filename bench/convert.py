@@ -90,8 +90,8 @@ def venv_python(venv: Path, requirement: str) -> Path:
 
 def our_time(case: dict) -> float:
     """Seconds for one usdforge conversion of ``case`` into a fresh folder."""
-    from rules.urdf import convert
-    from schemas import UrdfConverterCfg
+    from usdforge.rules.urdf.convert import convert
+    from usdforge.schemas import UrdfConverterCfg
 
     with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
         out = Path(folder)
@@ -154,8 +154,8 @@ def mjcf_corpus() -> list[dict]:
 
 def our_mjcf_time(case: dict) -> float:
     """Seconds for one usdforge MJCF conversion of ``case`` into a fresh folder (layered output)."""
-    from rules.mjcf import convert
-    from schemas import MjcfConverterCfg
+    from usdforge.rules.mjcf.convert import convert
+    from usdforge.schemas import MjcfConverterCfg
 
     with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
         out = Path(folder)

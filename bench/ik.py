@@ -39,10 +39,10 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax import lax  # noqa: E402
 
-from solvers import Kinematics, ee_kernel, forward_kinematics  # noqa: E402
-from solvers.chunking import map_chunks  # noqa: E402
-from solvers.ik_step import dls_solve_cf, pose_error_cf  # noqa: E402
-from solvers.kinematics import random_configurations  # noqa: E402
+from usdforge.solvers import Kinematics, ee_kernel, forward_kinematics  # noqa: E402
+from usdforge.solvers.chunking import map_chunks  # noqa: E402
+from usdforge.solvers.ik_step import dls_solve_cf, pose_error_cf  # noqa: E402
+from usdforge.solvers.kinematics import random_configurations  # noqa: E402
 
 LAMBDA = 0.01
 LOOP = 10
@@ -219,8 +219,8 @@ def _bench_batch(kin: Kinematics, chain: NumpyChain, batch: int, seconds: float,
 
 
 def _convert_panda(out_dir: str) -> str:
-    from pipeline import MjcfConverter  # noqa: PLC0415 - only this default needs the converters
-    from schemas import MjcfConverterCfg  # noqa: PLC0415
+    from usdforge.pipeline import MjcfConverter  # noqa: PLC0415 - only this default needs the converters
+    from usdforge.schemas import MjcfConverterCfg  # noqa: PLC0415
 
     corpus = ROOT.parent / "shared" / "corpus" / "mjcf" / "franka_emika_panda" / "panda.xml"
     cfg = MjcfConverterCfg(asset_path=str(corpus), usd_dir=out_dir, usd_file_name="panda.usda")

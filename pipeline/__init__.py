@@ -11,18 +11,18 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "AssetConverterBase": "pipeline.converters", "MeshConverter": "pipeline.converters",
-    "UrdfConverter": "pipeline.converters", "MjcfConverter": "pipeline.converters",
-    "converter_for": "pipeline.converters",
-    "Library": "pipeline.manifest", "LibraryEntry": "pipeline.manifest", "load_library": "pipeline.manifest",
-    "entry_cfg": "pipeline.manifest",
-    "referenced_files": "pipeline.references",
-    "convert_tasks": "pipeline.tasks",
+    "AssetConverterBase": "usdforge.pipeline.converters", "MeshConverter": "usdforge.pipeline.converters",
+    "UrdfConverter": "usdforge.pipeline.converters", "MjcfConverter": "usdforge.pipeline.converters",
+    "converter_for": "usdforge.pipeline.converters",
+    "Library": "usdforge.pipeline.manifest", "LibraryEntry": "usdforge.pipeline.manifest", "load_library": "usdforge.pipeline.manifest",
+    "entry_cfg": "usdforge.pipeline.manifest",
+    "referenced_files": "usdforge.pipeline.references",
+    "convert_tasks": "usdforge.pipeline.tasks",
 }
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
-        raise AttributeError(f"module 'pipeline' has no attribute {name!r}")
+        raise AttributeError(f"module 'usdforge.pipeline' has no attribute {name!r}")
     return getattr(importlib.import_module(_EXPORTS[name]), name)

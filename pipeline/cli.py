@@ -16,8 +16,8 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
-from rules.errors import ConversionError
-from schemas import ConfigError, __version__
+from usdforge.rules.errors import ConversionError
+from usdforge.schemas import ConfigError, __version__
 
 
 def _package(text: str) -> tuple[str, str]:
@@ -51,9 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def convert_command(args: argparse.Namespace) -> str:
     """Run ``usdforge convert``; return the USD path. Raises ConfigError / ConversionError / ValueError."""
-    from pipeline.converters import converter_for
-    from pipeline.kinds import cfg_class, kind_of
-    from schemas import structure_cfg
+    from usdforge.pipeline.converters import converter_for
+    from usdforge.pipeline.kinds import cfg_class, kind_of
+    from usdforge.schemas import structure_cfg
 
     kind = args.kind or kind_of(args.input)
     table: dict = {}

@@ -16,12 +16,12 @@ from typing import Any, ClassVar
 
 import attrs
 
-from pipeline.atomic import build_atomically
-from pipeline.fingerprint import digests, file_digest
-from pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
-from pipeline.references import referenced_files
-from rules.outputs import instanceable_meshes_path, key_file_name, resolve_usd_file_name
-from schemas import cfg_to_dict, config_digest
+from usdforge.pipeline.atomic import build_atomically
+from usdforge.pipeline.fingerprint import digests, file_digest
+from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
+from usdforge.pipeline.references import referenced_files
+from usdforge.rules.outputs import instanceable_meshes_path, key_file_name, resolve_usd_file_name
+from usdforge.schemas import cfg_to_dict, config_digest
 
 log = logging.getLogger("usdforge")
 
@@ -77,7 +77,7 @@ class AssetConverterBase:
             self._convert(previous)
 
     def _convert(self, previous: LazyKey | None) -> None:
-        from pipeline.kinds import rule
+        from usdforge.pipeline.kinds import rule
 
         asset = Path(self.cfg.asset_path)
         references = referenced_files(self.kind, asset, packages_of(self.cfg))

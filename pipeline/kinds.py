@@ -6,7 +6,7 @@ import importlib
 from pathlib import Path
 from typing import NamedTuple
 
-from rules.errors import ConversionError
+from usdforge.rules.errors import ConversionError
 
 
 class Kind(NamedTuple):
@@ -18,9 +18,9 @@ class Kind(NamedTuple):
 
 
 KINDS: dict[str, Kind] = {
-    "mesh": Kind(("obj", "stl", "ply", "off", "glb", "gltf", "dae", "fbx"), "schemas:MeshConverterCfg", "rules.mesh"),
-    "urdf": Kind(("urdf",), "schemas:UrdfConverterCfg", "rules.urdf"),
-    "mjcf": Kind(("xml", "mjcf"), "schemas:MjcfConverterCfg", "rules.mjcf"),
+    "mesh": Kind(("obj", "stl", "ply", "off", "glb", "gltf", "dae", "fbx"), "usdforge.schemas:MeshConverterCfg", "usdforge.rules.mesh.convert"),
+    "urdf": Kind(("urdf",), "usdforge.schemas:UrdfConverterCfg", "usdforge.rules.urdf.convert"),
+    "mjcf": Kind(("xml", "mjcf"), "usdforge.schemas:MjcfConverterCfg", "usdforge.rules.mjcf.convert"),
 }
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import attrs
 import tomli_w
 
-from pipeline.fingerprint import digests, file_digest
-from schemas import __version__
+from usdforge.pipeline.fingerprint import digests, file_digest
+from usdforge.schemas import __version__
 
 
 @attrs.frozen(kw_only=True)
@@ -40,7 +40,7 @@ class LazyKey:
 
 def key_to_toml(key: LazyKey) -> str:
     """TOML text of a key (None values of the cfg left out: TOML has no null)."""
-    from schemas.serialization import _drop_none
+    from usdforge.schemas.serialization import _drop_none
 
     data = attrs.asdict(key)
     data["cfg"] = _drop_none(data["cfg"])

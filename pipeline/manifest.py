@@ -22,10 +22,10 @@ from typing import Any
 
 import attrs
 
-from pipeline.kinds import KINDS, cfg_class, kind_of
-from rules.errors import ConversionError
-from schemas import ConfigError, structure_cfg
-from schemas.validators import FieldValueError
+from usdforge.pipeline.kinds import KINDS, cfg_class, kind_of
+from usdforge.rules.errors import ConversionError
+from usdforge.schemas import ConfigError, structure_cfg
+from usdforge.schemas.validators import FieldValueError
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 

@@ -1,7 +1,7 @@
 """Dependency discovery: every file a source references (meshes, textures, includes), recursively.
 
 The same function serves the Python API's lazy check and doit's ``calc_dep`` scan tasks, so the two never
-disagree about what is up to date. The scanners live beside their rules (``rules/*_references.py``) so
+disagree about what is up to date. The scanners live beside their rules (``rules/<format>/references.py``) so
 they resolve paths exactly as the conversion does; none imports pxr.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.fingerprint import normalise
+from usdforge.pipeline.fingerprint import normalise
 
 
 def referenced_files(kind: str, source: str | Path, packages: dict[str, str] | None = None) -> list[str]:
@@ -22,15 +22,15 @@ def referenced_files(kind: str, source: str | Path, packages: dict[str, str] | N
     """
     source = Path(source)
     if kind == "mesh":
-        from rules.mesh_references import mesh_references
+        from usdforge.rules.mesh.references import mesh_references
 
         found = mesh_references(source)
     elif kind == "urdf":
-        from rules.urdf_references import urdf_references
+        from usdforge.rules.urdf.references import urdf_references
 
         found = urdf_references(source, packages or {})
     elif kind == "mjcf":
-        from rules.mjcf_references import mjcf_references
+        from usdforge.rules.mjcf.references import mjcf_references
 
         found = mjcf_references(source)
     else:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pipeline.fingerprint import file_digest, normalise
+from usdforge.pipeline.fingerprint import file_digest, normalise
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 #: Code whose edits change cfgs, digests or planned outputs (usdforge's version is in schemas/): a change
@@ -35,10 +35,10 @@ def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
     """One spec per entry: kind, source, packages, cfg (JSON), digest, targets, key path; or an error."""
     import attrs
 
-    from pipeline.manifest import entry_cfg, entry_kind, entry_source, load_library
-    from rules.errors import ConversionError
-    from rules.outputs import key_file_name, planned_outputs
-    from schemas import ConfigError, cfg_to_json, config_digest
+    from usdforge.pipeline.manifest import entry_cfg, entry_kind, entry_source, load_library
+    from usdforge.rules.errors import ConversionError
+    from usdforge.rules.outputs import key_file_name, planned_outputs
+    from usdforge.schemas import ConfigError, cfg_to_json, config_digest
 
     try:
         library = load_library(library_path)

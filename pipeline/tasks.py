@@ -16,8 +16,8 @@ from typing import Any, Iterator
 from doit.exceptions import TaskFailed
 from doit.tools import config_changed
 
-from pipeline.fingerprint import file_digest
-from pipeline.task_specs import task_specs
+from usdforge.pipeline.fingerprint import file_digest
+from usdforge.pipeline.task_specs import task_specs
 
 #: The manifest ``doit convert`` reads unless ``library=PATH`` is given on the command line.
 DEFAULT_LIBRARY = Path("assets/library.toml")
@@ -27,9 +27,9 @@ DEFAULT_BUILD_DIR = Path("build")
 
 def scan_references(kind: str, source: str, packages: dict[str, str]) -> dict[str, Any]:
     """doit calc_dep action: ``file_dep`` = referenced files that exist; ``scanned`` = their stamps."""
-    from pipeline.references import referenced_files
-    from rules.errors import ConversionError
-    from schemas import ConfigError
+    from usdforge.pipeline.references import referenced_files
+    from usdforge.rules.errors import ConversionError
+    from usdforge.schemas import ConfigError
 
     try:
         found = referenced_files(kind, source, packages)
@@ -93,17 +93,17 @@ def outputs_intact(task: Any, values: dict[str, Any]) -> bool:
 
 def run_conversion(kind: str, cfg_json: str) -> dict[str, str] | TaskFailed:
     """doit action: convert one entry through the lazy Python API (same key, same digest)."""
-    from pipeline.converters import converter_for
-    from pipeline.kinds import cfg_class
-    from rules.errors import ConversionError
-    from schemas import ConfigError, cfg_from_json
+    from usdforge.pipeline.converters import converter_for
+    from usdforge.pipeline.kinds import cfg_class
+    from usdforge.rules.errors import ConversionError
+    from usdforge.schemas import ConfigError, cfg_from_json
 
     try:
         converter = converter_for(kind)(cfg_from_json(cfg_json, cfg_class(kind)))
     except (ConfigError, ConversionError, ValueError) as exc:
         return TaskFailed(str(exc))
-    from pipeline.lazy import read_key
-    from rules.outputs import key_file_name
+    from usdforge.pipeline.lazy import read_key
+    from usdforge.rules.outputs import key_file_name
 
     usd_dir = Path(converter.usd_dir)
     key_path = usd_dir / key_file_name(converter.usd_file_name)
@@ -144,7 +144,7 @@ def run_ik_report(usd_path: str, ee_body: str, report_path: str, settings: dict[
     import json
 
     try:
-        from solvers import ik_report
+        from usdforge.solvers import ik_report
 
         report = ik_report(usd_path, ee_body, **settings)
     except (ValueError, KeyError) as exc:

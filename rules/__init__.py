@@ -1,1 +1,2 @@
-"""Conversion rules: one module per source format, plus shared USD-authoring helpers."""
+"""Conversion rules: one subpackage per source format (mesh, urdf, mjcf), the format-neutral robot model
+and writer they share (robot), USD-authoring helpers (usd) and verification against sources (verify)."""

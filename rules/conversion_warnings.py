@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from rules.errors import Located
+from usdforge.rules.errors import Located
 
 
 class ConversionWarning(Located, UserWarning):

@@ -1,25 +1,27 @@
 """Cfg classes (attrs), their cattrs converter, the config digest and the USD writer."""
 
-from schemas.converter_cfgs import LOCATION_FIELDS, AssetConverterBaseCfg, MeshConverterCfg
-from schemas.physics import (MESH_APPROXIMATIONS, CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg,
+import importlib
+
+from usdforge.schemas.converter_cfgs import LOCATION_FIELDS, AssetConverterBaseCfg, MeshConverterCfg
+from usdforge.schemas.physics import (MESH_APPROXIMATIONS, CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg,
                              RigidBodyBaseCfg)
-from schemas.serialization import (ConfigError, cfg_from_json, cfg_from_toml, cfg_to_dict, cfg_to_json,
+from usdforge.schemas.serialization import (ConfigError, cfg_from_json, cfg_from_toml, cfg_to_dict, cfg_to_json,
                                    cfg_to_toml, converter, structure_cfg)
-from schemas._version import __version__
-from schemas.digest import DIGEST_EXCLUDED_FIELDS, config_digest
-from schemas.mjcf_cfg import MjcfConverterCfg
-from schemas.urdf_cfg import UrdfConverterCfg
-from schemas.physics import (DRIVE_TYPES, MIN_DRIVE_STIFFNESS, PROPERTY_GROUP_BASES, ArticulationRootBaseCfg,
+from usdforge.schemas._version import __version__
+from usdforge.schemas.digest import DIGEST_EXCLUDED_FIELDS, config_digest
+from usdforge.schemas.mjcf_cfg import MjcfConverterCfg
+from usdforge.schemas.urdf_cfg import UrdfConverterCfg
+from usdforge.schemas.physics import (DRIVE_TYPES, MIN_DRIVE_STIFFNESS, PROPERTY_GROUP_BASES, ArticulationRootBaseCfg,
                              JointDriveBaseCfg, RigidBodyMaterialBaseCfg)
-from schemas.physx import (PHYSX_MESH_APPROXIMATIONS, PhysxArticulationRootPropertiesCfg, PhysxCollisionPropertiesCfg,
+from usdforge.schemas.physx import (PHYSX_MESH_APPROXIMATIONS, PhysxArticulationRootPropertiesCfg, PhysxCollisionPropertiesCfg,
                            PhysxConvexDecompositionPropertiesCfg, PhysxConvexHullPropertiesCfg,
                            PhysxJointDrivePropertiesCfg, PhysxRigidBodyMaterialCfg, PhysxRigidBodyPropertiesCfg,
                            PhysxSDFMeshPropertiesCfg, PhysxTriangleMeshPropertiesCfg,
                            PhysxTriangleMeshSimplificationPropertiesCfg)
-from schemas.newton import (NewtonArticulationRootPropertiesCfg, NewtonCollisionPropertiesCfg,
+from usdforge.schemas.newton import (NewtonArticulationRootPropertiesCfg, NewtonCollisionPropertiesCfg,
                             NewtonJointDrivePropertiesCfg, NewtonMaterialPropertiesCfg,
                             NewtonMeshCollisionPropertiesCfg, NewtonRigidBodyPropertiesCfg)
-from schemas.mujoco import MujocoJointDrivePropertiesCfg, MujocoRigidBodyPropertiesCfg
+from usdforge.schemas.mujoco import MujocoJointDrivePropertiesCfg, MujocoRigidBodyPropertiesCfg
 
 #: Names served from schemas.writer on first use, so that ``import schemas`` does not import pxr.
 _WRITER_EXPORTS = (
@@ -32,10 +34,14 @@ _WRITER_EXPORTS = (
     "define_material_properties", "modify_material_properties",
 )
 
+#: The public names: the cfg classes, converter and digest above, and the writer's functions.
+__all__ = sorted([name for name, value in list(globals().items())
+                  if not name.startswith("_") and not isinstance(value, type(importlib))] + list(_WRITER_EXPORTS))
+
 
 def __getattr__(name):
     if name in _WRITER_EXPORTS:
-        from schemas import writer
+        from usdforge.schemas import writer
 
         return getattr(writer, name)
-    raise AttributeError(f"module 'schemas' has no attribute {name!r}")
+    raise AttributeError(f"module 'usdforge.schemas' has no attribute {name!r}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import attrs
 
-from schemas.physics import CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg, RigidBodyBaseCfg
-from schemas.validators import finite_vector, non_zero_scale, tuple_of_floats, unit_quaternion
+from usdforge.schemas.physics import CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg, RigidBodyBaseCfg
+from usdforge.schemas.validators import finite_vector, non_zero_scale, tuple_of_floats, unit_quaternion
 
 #: Isaac Lab's robot ``collision_type`` values → the ``physics:approximation`` token of mesh colliders.
 COLLISION_TYPES = {

@@ -6,9 +6,9 @@ import hashlib
 import json
 from typing import Any
 
-from schemas._version import __version__
-from schemas.converter_cfgs import LOCATION_FIELDS
-from schemas.serialization import cfg_to_dict
+from usdforge.schemas._version import __version__
+from usdforge.schemas.converter_cfgs import LOCATION_FIELDS
+from usdforge.schemas.serialization import cfg_to_dict
 
 #: Fields left out of the digest: where the asset is and goes, and the force flag (an action, not a setting).
 DIGEST_EXCLUDED_FIELDS = (*LOCATION_FIELDS, "force_usd_conversion")

@@ -6,8 +6,8 @@ from typing import Any
 
 import attrs
 
-from schemas.converter_cfgs import COLLISION_TYPES, ROBOT_TYPES, AssetConverterBaseCfg
-from schemas.validators import (FieldValueError, bool_value, float_or_none, number_in_range, one_of,
+from usdforge.schemas.converter_cfgs import COLLISION_TYPES, ROBOT_TYPES, AssetConverterBaseCfg
+from usdforge.schemas.validators import (FieldValueError, bool_value, float_or_none, number_in_range, one_of,
                                 one_of_or_none)
 
 #: MuJoCo's ``gaintype`` and ``biastype`` keywords (``mjtGain``, ``mjtBias``).

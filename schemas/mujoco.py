@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
-from schemas.newton import NewtonJointDrivePropertiesCfg, NewtonRigidBodyPropertiesCfg
-from schemas.physics import bool_field, cfg_class, float_field
-from schemas.routing import usd_group
+from usdforge.schemas.newton import NewtonJointDrivePropertiesCfg, NewtonRigidBodyPropertiesCfg
+from usdforge.schemas.physics import bool_field, cfg_class, float_field
+from usdforge.schemas.routing import usd_group
 
 
 @usd_group("mjc", None)

@@ -7,11 +7,11 @@ the MuJoCo-solver classes in ``schemas.mujoco``.
 
 from __future__ import annotations
 
-from schemas.physics import (ArticulationRootBaseCfg, CollisionBaseCfg, JointDriveBaseCfg, MeshCollisionBaseCfg,
+from usdforge.schemas.physics import (ArticulationRootBaseCfg, CollisionBaseCfg, JointDriveBaseCfg, MeshCollisionBaseCfg,
                              RigidBodyBaseCfg, RigidBodyMaterialBaseCfg, bool_field, cfg_class, float_field,
                              int_field)
-from schemas.routing import usd_group
-from schemas.validators import FieldValueError
+from usdforge.schemas.routing import usd_group
+from usdforge.schemas.validators import FieldValueError
 
 
 @usd_group("newton", None)

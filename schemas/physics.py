@@ -17,8 +17,8 @@ from typing import Any
 
 import attrs
 
-from schemas.routing import route, usd_group
-from schemas.validators import (FieldValueError, bool_or_none, bool_value, float_or_none, int_in_range,
+from usdforge.schemas.routing import route, usd_group
+from usdforge.schemas.validators import (FieldValueError, bool_or_none, bool_value, float_or_none, int_in_range,
                                 non_negative_or_none, number_in_range, one_of, one_of_or_none)
 
 #: The ``physics:approximation`` tokens of UsdPhysics.MeshCollisionAPI.

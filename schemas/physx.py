@@ -8,10 +8,10 @@ created with the value's type (bool, int, float, token), which is what PhysxSche
 
 from __future__ import annotations
 
-from schemas.physics import (MESH_APPROXIMATIONS, ArticulationRootBaseCfg, CollisionBaseCfg, JointDriveBaseCfg,
+from usdforge.schemas.physics import (MESH_APPROXIMATIONS, ArticulationRootBaseCfg, CollisionBaseCfg, JointDriveBaseCfg,
                              MeshCollisionBaseCfg, RigidBodyBaseCfg, RigidBodyMaterialBaseCfg, approximation_field,
                              bool_field, cfg_class, float_field, int_field, token_field)
-from schemas.routing import usd_group
+from usdforge.schemas.routing import usd_group
 
 #: ``physics:approximation`` tokens PhysX understands: UsdPhysics' plus "sdf" (signed distance field).
 PHYSX_MESH_APPROXIMATIONS = (*MESH_APPROXIMATIONS, "sdf")

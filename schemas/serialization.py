@@ -21,7 +21,7 @@ import tomli_w
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.strategies import include_subclasses
 
-from schemas.validators import FieldValueError
+from usdforge.schemas.validators import FieldValueError
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ def _property_group_bases() -> list[type]:
     The backend modules are imported here, before ``include_subclasses`` runs: it only sees the subclasses
     that exist when it is called, so every cfg module must be loaded before the converter is built.
     """
-    from schemas import mujoco, newton, physics, physx  # noqa: F401 - imported for their subclasses
+    from usdforge.schemas import mujoco, newton, physics, physx  # noqa: F401 - imported for their subclasses
 
     bases = list(physics.PROPERTY_GROUP_BASES)
     bases += [b for b in getattr(physics, "EXTRA_PROPERTY_GROUPS", ()) if b not in bases]

@@ -25,9 +25,9 @@ from typing import Any
 
 import attrs
 
-from schemas.converter_cfgs import COLLISION_TYPES, ROBOT_TYPES, AssetConverterBaseCfg
-from schemas.serialization import converter
-from schemas.validators import FieldValueError, bool_value
+from usdforge.schemas.converter_cfgs import COLLISION_TYPES, ROBOT_TYPES, AssetConverterBaseCfg
+from usdforge.schemas.serialization import converter
+from usdforge.schemas.validators import FieldValueError, bool_value
 
 DRIVE_TYPES = ("acceleration", "force")
 TARGET_TYPES = ("none", "position", "velocity")
@@ -123,7 +123,7 @@ class NaturalFrequencyGainsCfg:
     r"""Gains from a natural frequency: ``stiffness = m·ω²``, ``damping = 2·r·ω·m``.
 
     ``m`` is the joint's equivalent inertia at the rest pose: the diagonal entry of the joint-space mass
-    matrix (kg·m² for revolute, kg for prismatic joints), computed by ``rules.urdf_drives``.
+    matrix (kg·m² for revolute, kg for prismatic joints), computed by ``rules.urdf.drives``.
 
     natural_frequency: ω in rad/s, float > 0, or a table ``{joint-name regex: value}``. Required. With
         ``target_type = "velocity"`` it is the velocity loop's bandwidth: damping = m·ω, stiffness 0.
@@ -198,7 +198,7 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
         of the URDF tree. Joints keep pointing parent → child from the URDF root; engines re-root.
     link_density: Density in kg/m³, float >= 0, for links without mass (no ``<inertial>``, or mass 0):
         their mass and inertia come from their collision shapes at this density. Default 0.0: such links
-        get usdforge's small placeholder mass (``rules.robot_inertia.MASSLESS_MASS``) and a warning,
+        get usdforge's small placeholder mass (``rules.robot.inertia.MASSLESS_MASS``) and a warning,
         because a dynamic body with mass 0 is invalid in UsdPhysics.
     merge_fixed_joints: bool. Remove fixed joints and merge each child link's visuals, collisions and
         inertial (parallel-axis theorem) into its parent, chains included; merged links stay findable as

@@ -22,12 +22,12 @@ from typing import Any
 import attrs
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
 
-from schemas.mujoco import MujocoJointDrivePropertiesCfg, MujocoRigidBodyPropertiesCfg
-from schemas.physics import (MIN_DRIVE_STIFFNESS, ArticulationRootBaseCfg, CollisionBaseCfg, JointDriveBaseCfg,
+from usdforge.schemas.mujoco import MujocoJointDrivePropertiesCfg, MujocoRigidBodyPropertiesCfg
+from usdforge.schemas.physics import (MIN_DRIVE_STIFFNESS, ArticulationRootBaseCfg, CollisionBaseCfg, JointDriveBaseCfg,
                              MassPropertiesCfg, MeshCollisionBaseCfg, RigidBodyBaseCfg, RigidBodyMaterialBaseCfg,
                              cfg_class)
-from schemas.routing import UsdRoute, field_route
-from schemas.units import per_radian_to_per_degree, radians_to_degrees
+from usdforge.schemas.routing import UsdRoute, field_route
+from usdforge.schemas.units import per_radian_to_per_degree, radians_to_degrees
 
 #: Drive axes (``UsdPhysics.DriveAPI`` instance names).
 DRIVE_AXES = ("angular", "linear")

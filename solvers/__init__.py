@@ -2,7 +2,7 @@
 
 Quick use::
 
-    import solvers
+    from usdforge import solvers
     kin = solvers.Kinematics.from_usd("build/usd/panda/panda.usda", ee_body="hand")
     pos, quat = solvers.forward_kinematics(kin, q)          # q (..., J)
     J = solvers.jacobian(kin, q)                             # (..., 6, J)

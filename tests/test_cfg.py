@@ -9,8 +9,8 @@ import sys
 import attrs
 import pytest
 
-import schemas
-from schemas import (ConfigError, MassPropertiesCfg, MeshCollisionBaseCfg, MeshConverterCfg, RigidBodyBaseCfg,
+from usdforge import schemas
+from usdforge.schemas import (ConfigError, MassPropertiesCfg, MeshCollisionBaseCfg, MeshConverterCfg, RigidBodyBaseCfg,
                      cfg_from_json, cfg_from_toml, cfg_to_dict, cfg_to_json, cfg_to_toml, config_digest,
                      structure_cfg)
 
@@ -99,15 +99,15 @@ def test_digest_ignores_location_fields_and_sees_everything_else():
 
 
 def test_digest_includes_the_version(monkeypatch):
-    import schemas.digest
+    import usdforge.schemas.digest
 
     before = config_digest(MeshConverterCfg(asset_path="a.obj"))
-    monkeypatch.setattr(schemas.digest, "__version__", "999.0")
+    monkeypatch.setattr(usdforge.schemas.digest, "__version__", "999.0")
     assert config_digest(MeshConverterCfg(asset_path="a.obj")) != before
 
 
 def test_digest_is_stable_across_processes():
-    code = ("from schemas import MeshConverterCfg, MassPropertiesCfg, config_digest;"
+    code = ("from usdforge.schemas import MeshConverterCfg, MassPropertiesCfg, config_digest;"
             "print(config_digest(MeshConverterCfg(asset_path='a.obj', mass_props=MassPropertiesCfg(mass=0.1),"
             " rotation=(0.0, 0.0, 0.6, 0.8))))")
     outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -12,7 +12,7 @@ from meshes import write_mesh
 
 
 def usdforge(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "usdforge.pipeline.cli", *args], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1], timeout=120)
 
 

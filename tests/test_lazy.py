@@ -11,10 +11,10 @@ import pytest
 import trimesh
 
 from meshes import write_mesh
-from pipeline import MeshConverter
-from rules.errors import ConversionError
-from rules.outputs import key_file_name
-from schemas import MassPropertiesCfg, MeshConverterCfg
+from usdforge.pipeline import MeshConverter
+from usdforge.rules.errors import ConversionError
+from usdforge.rules.outputs import key_file_name
+from usdforge.schemas import MassPropertiesCfg, MeshConverterCfg
 
 
 def textured_obj(folder: Path) -> Path:

@@ -11,9 +11,9 @@ import trimesh
 from pxr import Usd, UsdGeom, UsdPhysics
 
 from meshes import box_mesh, write_mesh
-from pipeline import MeshConverter
-from rules.errors import ConversionError
-from schemas import (CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg, MeshConverterCfg,
+from usdforge.pipeline import MeshConverter
+from usdforge.rules.errors import ConversionError
+from usdforge.schemas import (CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg, MeshConverterCfg,
                      RigidBodyBaseCfg)
 
 FORMATS = ["obj", "stl", "stl_ascii", "ply", "off", "glb", "gltf", "dae"]
@@ -192,7 +192,7 @@ def test_fbx_without_the_extra_names_the_extra(tmp_path, monkeypatch):
 
 def test_assimp_reader_gives_trimesh_geometry(tmp_path):
     # No FBX writer exists on PyPI, so the assimp path is checked on an OBJ (assimp reads both).
-    from rules.mesh import load_parts_with_assimp
+    from usdforge.rules.mesh.read import load_parts_with_assimp
 
     parts = load_parts_with_assimp(write_mesh(tmp_path, "obj"))
     merged = trimesh.util.concatenate([p.mesh for p in parts])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pxr import Usd, UsdGeom, UsdPhysics
 
-from rules.mjcf_bodies import HINGE, SLIDE, joint_name
+from usdforge.rules.mjcf.bodies import HINGE, SLIDE, joint_name
 from test_mjcf_support import (CORPUS_CFG, UNCOMPILABLE, UsdKinematics, body_prims, compiled, conformance_fixtures,
                                converted, corpus_models, mujoco_configuration, parse_physics, physics_errors, pose,
                                rotation_angle, source_name, usd_coordinates)

@@ -23,7 +23,7 @@ import pytest
 from pxr import Usd, UsdPhysics
 
 from engines import run_in_engine
-from rules.usd_authoring import usd_identifier
+from usdforge.rules.usd.stage import usd_identifier
 from test_mjcf_support import CORPUS_CFG, converted, corpus_models, source_name
 
 ROLLOUT_SECONDS = 0.5

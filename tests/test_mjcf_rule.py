@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from pxr import Usd, UsdGeom, UsdLux, UsdPhysics, UsdShade
 
-from pipeline.converters import MjcfConverter
-from rules.errors import ConversionError
-from rules.mjcf_references import mjcf_references
-from rules.outputs import planned_outputs
-from schemas import ConfigError, MjcfConverterCfg, cfg_from_toml, cfg_to_toml, structure_cfg
+from usdforge.pipeline.converters import MjcfConverter
+from usdforge.rules.errors import ConversionError
+from usdforge.rules.mjcf.references import mjcf_references
+from usdforge.rules.outputs import planned_outputs
+from usdforge.schemas import ConfigError, MjcfConverterCfg, cfg_from_toml, cfg_to_toml, structure_cfg
 from test_mjcf_support import (CORPUS_CFG, UsdKinematics, compiled, conformance_fixtures, converted,
                                corpus_models, physics_errors, source_name)
 
@@ -104,7 +104,7 @@ def test_references_follow_includes_meshdir_and_attached_models(tmp_path):
 
 
 def test_reference_scanner_does_not_import_pxr():
-    code = ("import sys; from rules.mjcf_references import mjcf_references; "
+    code = ("import sys; from usdforge.rules.mjcf.references import mjcf_references; "
             f"mjcf_references({str(corpus_models()['pal_tiago'])!r}); assert 'pxr' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
@@ -298,7 +298,7 @@ def test_mesh_normals_are_mujocos_corner_by_corner(tmp_path):
 def test_a_mirroring_scale_keeps_each_corner_with_its_normal():
     """Indexed normals (MuJoCo's) and face-varying ones come out of a mirroring scale alike: the winding
     is reversed and every corner keeps its own normal, reflected."""
-    from rules.robot_meshes import MeshLibrary, MeshPart
+    from usdforge.rules.robot.meshes import MeshLibrary, MeshPart
 
     rng = np.random.default_rng(0)
     points, faces = rng.normal(size=(6, 3)), np.array([[0, 1, 2], [3, 4, 5], [0, 2, 4]])

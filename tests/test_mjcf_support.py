@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from pxr import Gf, Usd, UsdGeom, UsdPhysics, UsdValidation
 
-from rules.mjcf import convert
-from rules.mjcf_bodies import body_name, joint_name
-from schemas.mjcf_cfg import MjcfConverterCfg
+from usdforge.rules.mjcf.convert import convert
+from usdforge.rules.mjcf.bodies import body_name, joint_name
+from usdforge.schemas.mjcf_cfg import MjcfConverterCfg
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 #: The four conformance fixtures MuJoCo 4.0 parses but cannot compile.

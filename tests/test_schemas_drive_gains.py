@@ -9,7 +9,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from solvers.drive_gains import (DEFAULT_DAMPING_RATIO, joint_space_inertia, model_natural_frequency_gains,
+from usdforge.solvers.drive_gains import (DEFAULT_DAMPING_RATIO, joint_space_inertia, model_natural_frequency_gains,
                                  natural_frequency_gains)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

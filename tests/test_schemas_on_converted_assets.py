@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pxr import Usd, UsdPhysics
 
-from pipeline import MjcfConverter, UrdfConverter
-from schemas import MjcfConverterCfg, UrdfConverterCfg, mujoco, newton, physics, physx
-from schemas.writer import (effective_rigid_props, modify_articulation_root_properties, modify_collision_properties,
+from usdforge.pipeline import MjcfConverter, UrdfConverter
+from usdforge.schemas import MjcfConverterCfg, UrdfConverterCfg, mujoco, newton, physics, physx
+from usdforge.schemas.writer import (effective_rigid_props, modify_articulation_root_properties, modify_collision_properties,
                             modify_joint_drive_properties, modify_rigid_body_properties)
 from test_schemas_physics_validation import validation_errors
 

@@ -7,12 +7,12 @@ import json
 import attrs
 import pytest
 
-from schemas import config_digest, mujoco, newton, physics, physx
-from schemas.converter_cfgs import MeshConverterCfg
-from schemas.serialization import (ConfigError, cfg_from_json, cfg_from_toml, cfg_to_dict, cfg_to_json, cfg_to_toml,
+from usdforge.schemas import config_digest, mujoco, newton, physics, physx
+from usdforge.schemas.converter_cfgs import MeshConverterCfg
+from usdforge.schemas.serialization import (ConfigError, cfg_from_json, cfg_from_toml, cfg_to_dict, cfg_to_json, cfg_to_toml,
                                    converter, structure_cfg)
-from schemas.validators import FieldValueError
-from schemas.writer import effective_rigid_props
+from usdforge.schemas.validators import FieldValueError
+from usdforge.schemas.writer import effective_rigid_props
 
 
 @attrs.frozen(kw_only=True)
@@ -92,7 +92,7 @@ def test_every_concrete_class_is_sampled():
         queue = [base]
         while queue:
             cls = queue.pop()
-            if cls.__module__ in ("schemas.physics", "schemas.physx", "schemas.newton", "schemas.mujoco"):
+            if cls.__module__ in ("usdforge.schemas.physics", "usdforge.schemas.physx", "usdforge.schemas.newton", "usdforge.schemas.mujoco"):
                 groups.add(cls)
             queue.extend(cls.__subclasses__())
     assert groups <= sampled, sorted(c.__name__ for c in groups - sampled)

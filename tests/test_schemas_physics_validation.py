@@ -8,8 +8,8 @@ import math
 import pytest
 from pxr import Gf, Usd, UsdGeom, UsdPhysics, UsdValidation
 
-from schemas import mujoco, newton, physics, physx
-from schemas.writer import (bind_physics_material, define_mesh_collision_properties, effective_rigid_props,
+from usdforge.schemas import mujoco, newton, physics, physx
+from usdforge.schemas.writer import (bind_physics_material, define_mesh_collision_properties, effective_rigid_props,
                             modify_articulation_root_properties, modify_collision_properties,
                             modify_joint_drive_properties, modify_mass_properties, modify_rigid_body_properties,
                             spawn_rigid_body_material)

@@ -8,9 +8,9 @@ import attrs
 import pytest
 from pxr import Sdf, Usd, UsdGeom, UsdPhysics
 
-from schemas import physics, physx, newton, mujoco
-from schemas.routing import routing_table
-from schemas.writer import applied_schemas, author_cfg
+from usdforge.schemas import physics, physx, newton, mujoco
+from usdforge.schemas.routing import routing_table
+from usdforge.schemas.writer import applied_schemas, author_cfg
 
 RB, PRB = "PhysicsRigidBodyAPI", "PhysxRigidBodyAPI"
 COL, PCOL, NCOL = "PhysicsCollisionAPI", "PhysxCollisionAPI", "NewtonCollisionAPI"

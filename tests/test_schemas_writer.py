@@ -8,10 +8,10 @@ import warnings
 import pytest
 from pxr import Gf, Usd, UsdGeom, UsdPhysics, UsdShade
 
-from schemas import mujoco, newton, physics, physx
-from schemas.physics import MIN_DRIVE_STIFFNESS, JointDriveBaseCfg
-from schemas.serialization import structure_cfg
-from schemas.writer import (applied_schemas, author_cfg, bind_physics_material, define_articulation_root_properties,
+from usdforge.schemas import mujoco, newton, physics, physx
+from usdforge.schemas.physics import MIN_DRIVE_STIFFNESS, JointDriveBaseCfg
+from usdforge.schemas.serialization import structure_cfg
+from usdforge.schemas.writer import (applied_schemas, author_cfg, bind_physics_material, define_articulation_root_properties,
                             define_collision_properties, define_joint_drive_properties, define_mass_properties,
                             define_material_properties, define_mesh_collision_properties,
                             define_rigid_body_properties, drive_axis, effective_rigid_props,
@@ -352,8 +352,7 @@ def test_mesh_collision_cfg_on_collider_keeps_other_values():
 
 
 def test_user_example_through_the_package():
-    import schemas
-
+    from usdforge import schemas
     stage = robot_stage()
     assert schemas.modify_rigid_body_properties(
         "/robot/base", schemas.MujocoRigidBodyPropertiesCfg(disable_gravity=True, gravcomp=1.0), stage)
@@ -371,7 +370,7 @@ def test_importing_schemas_does_not_import_pxr():
     import sys
     from pathlib import Path
 
-    code = ("import sys, schemas\n"
+    code = ("import sys; from usdforge import schemas\n"
             "assert 'pxr' not in sys.modules, 'import schemas imported pxr'\n"
             "cfg = schemas.structure_cfg({'type': 'MujocoRigidBodyPropertiesCfg', 'gravcomp': 1.0}, schemas.RigidBodyBaseCfg)\n"
             "assert 'pxr' not in sys.modules\n"

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-import solvers
-from solvers import DifferentialIKController, DifferentialIKControllerCfg
+from usdforge import solvers
+from usdforge.solvers import DifferentialIKController, DifferentialIKControllerCfg
 
 N = 48
 

@@ -17,8 +17,8 @@ import pytest
 from scipy.spatial.transform import Rotation
 from test_solvers_support import convert_mjcf, corpus_entry, shared_dir
 
-import solvers
-from solvers import Kinematics, solve_ik
+from usdforge import solvers
+from usdforge.solvers import Kinematics, solve_ik
 
 TARGETS = 4096
 

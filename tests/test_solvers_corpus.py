@@ -23,8 +23,8 @@ import pytest
 from scipy.spatial.transform import Rotation
 from test_solvers_support import convert_mjcf, convert_urdf, corpus_entry, mujoco_urdf_model, shared_dir
 
-from solvers import Kinematics, forward_kinematics_all, forward_kinematics_and_jacobian
-from solvers.usd_tree import read_kinematic_tree
+from usdforge.solvers import Kinematics, forward_kinematics_all, forward_kinematics_and_jacobian
+from usdforge.solvers.usd_tree import read_kinematic_tree
 
 CONFIGURATIONS = 100
 ROBOTS = {

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from test_solvers_support import JointDef, Link, author_robot, quat_wxyz, rot_x, rot_y, rot_z, same_rotation, trans
 
-import solvers
-from solvers import Kinematics, forward_kinematics, forward_kinematics_all, jacobian
+from usdforge import solvers
+from usdforge.solvers import Kinematics, forward_kinematics, forward_kinematics_all, jacobian
 
 PIVOT = np.array([0.05, 0.0, 0.0])  # revolute pivot of link3, in link3's frame
 

@@ -189,8 +189,8 @@ def corpus_entry(name: str) -> dict:
 
 def convert_mjcf(corpus_name: str, out_dir: Path) -> Path:
     """The corpus MJCF converted with the default cfg into ``out_dir``."""
-    from pipeline import MjcfConverter
-    from schemas import MjcfConverterCfg
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.schemas import MjcfConverterCfg
 
     source = shared_dir() / "corpus" / corpus_entry(corpus_name)["path"]
     cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(out_dir), usd_file_name=f"{corpus_name}.usda")
@@ -199,8 +199,8 @@ def convert_mjcf(corpus_name: str, out_dir: Path) -> Path:
 
 def convert_urdf(corpus_name: str, out_dir: Path, **cfg_fields) -> Path:
     """The corpus URDF converted (package:// resolved from the manifest) into ``out_dir``."""
-    from pipeline import UrdfConverter
-    from schemas import UrdfConverterCfg
+    from usdforge.pipeline import UrdfConverter
+    from usdforge.schemas import UrdfConverterCfg
 
     entry = corpus_entry(corpus_name)
     corpus = shared_dir() / "corpus"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from pipeline.kinds import cfg_class
-from pipeline.manifest import LibraryEntry, Library, entry_cfg
-from schemas import (ConfigError, UrdfConverterCfg, cfg_from_json, cfg_from_toml, cfg_to_dict, cfg_to_json,
+from usdforge.pipeline.kinds import cfg_class
+from usdforge.pipeline.manifest import LibraryEntry, Library, entry_cfg
+from usdforge.schemas import (ConfigError, UrdfConverterCfg, cfg_from_json, cfg_from_toml, cfg_to_dict, cfg_to_json,
                      cfg_to_toml, config_digest, structure_cfg)
 
 Drive = UrdfConverterCfg.JointDriveCfg

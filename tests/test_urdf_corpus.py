@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from pxr import UsdGeom, UsdPhysics
 
-from rules.urdf_verify import verify_urdf
+from usdforge.rules.verify.urdf import verify_urdf
 from test_urdf_support import (Converted, applied_schemas, convert_urdf, corpus_entries, corpus_packages,
                                corpus_urdf, joints, mesh_prims, open_stage, physics_validation_errors,
                                prims_by_source_name)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import UrdfConverter
-from rules.conversion_warnings import ConversionWarning
-from rules.errors import ConversionError
-from rules.urdf import convert
-from schemas import UrdfConverterCfg
+from usdforge.pipeline import UrdfConverter
+from usdforge.rules.conversion_warnings import ConversionWarning
+from usdforge.rules.errors import ConversionError
+from usdforge.rules.urdf.convert import convert
+from usdforge.schemas import UrdfConverterCfg
 
 LINK = '<link name="{name}"><inertial><mass value="1"/><inertia ixx="1" iyy="1" izz="1" ixy="0" ixz="0" iyz="0"/>' \
        '</inertial><collision><geometry><box size="1 1 1"/></geometry></collision></link>'

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import trimesh
 
-from pipeline import UrdfConverter
-from pipeline.cli import main
-from pipeline.references import referenced_files
-from rules.urdf_references import urdf_references
-from schemas import UrdfConverterCfg
+from usdforge.pipeline import UrdfConverter
+from usdforge.pipeline.cli import main
+from usdforge.pipeline.references import referenced_files
+from usdforge.rules.urdf.references import urdf_references
+from usdforge.schemas import UrdfConverterCfg
 from test_urdf_support import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engines import run_in_engine
-from rules.robot_inertia import MASSLESS_MASS
+from usdforge.rules.robot.inertia import MASSLESS_MASS
 from test_urdf_support import Converted, convert_urdf, corpus_entries, corpus_packages, corpus_urdf
 
 
@@ -109,6 +109,6 @@ def test_newton_loads_the_usd_like_the_urdf(newton_results, name):
 def _urdf_joints(path: Path):
     from lxml import etree
 
-    from rules.xml import SAFE_XML
+    from usdforge.rules.xml import SAFE_XML
 
     return etree.parse(str(path), SAFE_XML).getroot().findall("joint")

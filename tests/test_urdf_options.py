@@ -16,18 +16,18 @@ import numpy as np
 import pytest
 from pxr import Usd, UsdGeom, UsdPhysics
 
-from rules.outputs import key_file_name, planned_outputs
-from rules.robot_inertia import MASSLESS_MASS, joint_space_inertia
-from rules.urdf import convert, robot_from_urdf
-from rules.urdf_verify import verify_urdf
-from schemas import UrdfConverterCfg
-from solvers.drive_gains import joint_space_inertia as mujoco_joint_space_inertia
+from usdforge.rules.outputs import key_file_name, planned_outputs
+from usdforge.rules.robot.inertia import MASSLESS_MASS, joint_space_inertia
+from usdforge.rules.urdf.convert import convert, robot_from_urdf
+from usdforge.rules.verify.urdf import verify_urdf
+from usdforge.schemas import UrdfConverterCfg
+from usdforge.solvers.drive_gains import joint_space_inertia as mujoco_joint_space_inertia
 from test_urdf_support import (CONFORMANCE, applied_schemas, convert_urdf, corpus_entries, corpus_packages,
                                corpus_urdf, joints, mesh_prims, open_stage, physics_validation_errors,
                                prims_by_source_name)
 
 # Reading panda directly (not through a cached conversion) repeats its expected custom-data warnings.
-pytestmark = pytest.mark.filterwarnings("ignore::rules.conversion_warnings.ConversionWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::usdforge.rules.conversion_warnings.ConversionWarning")
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_ARM = REPO / "assets" / "robots" / "tiny_arm" / "urdf" / "tiny_arm.urdf"
@@ -103,7 +103,7 @@ def test_merge_fixed_joints_off_keeps_every_massive_link_a_body():
 
 
 def test_merged_inertia_is_the_parallel_axis_sum():
-    from rules.urdf_read import read_urdf
+    from usdforge.rules.urdf.read import read_urdf
 
     stage = open_stage(corpus("panda").usd)
     mass = UsdPhysics.MassAPI(prims_by_source_name(stage)["panda_link7"])
@@ -337,7 +337,7 @@ def test_conversion_is_byte_identical_in_the_same_and_in_another_process(tmp_pat
     assert runs[0] == runs[1]
     out = tmp_path / "c"
     script = ("import sys, warnings; warnings.simplefilter('ignore'); from pathlib import Path; "
-              "from schemas import UrdfConverterCfg; from rules.urdf import convert; "
+              "from usdforge.schemas import UrdfConverterCfg; from usdforge.rules.urdf.convert import convert; "
               f"convert(UrdfConverterCfg(asset_path={str(urdf)!r}, usd_dir={str(out)!r}, usd_file_name='r2d2.usda', "
               f"ros_package_paths={[{'name': k, 'path': v} for k, v in packages.items()]!r}), Path({str(out)!r}))")
     subprocess.run([sys.executable, "-c", script], check=True, cwd=REPO, capture_output=True)

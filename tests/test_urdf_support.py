@@ -71,7 +71,7 @@ class Converted:
 
 
 def convert_urdf(urdf: Path, packages: dict[str, str] | None = None, **cfg: Any) -> Converted:
-    """Convert ``urdf`` with ``rules.urdf.convert`` (once per argument set per session) into a temp dir."""
+    """Convert ``urdf`` with ``rules.urdf.convert.convert`` (once per argument set per session) into a temp dir."""
     if str(urdf).startswith(str(SHARED)):
         require_shared()
     items = tuple(sorted(cfg.items(), key=lambda kv: kv[0]))
@@ -80,7 +80,7 @@ def convert_urdf(urdf: Path, packages: dict[str, str] | None = None, **cfg: Any)
 
 def _freeze(value: Any) -> Any:
     if attrs.has(type(value)):  # a cfg object (JointDriveCfg …): its plain data, as TOML would give it
-        from schemas import converter
+        from usdforge.schemas import converter
 
         value = converter.unstructure(value, type(value))
     if isinstance(value, dict):
@@ -100,8 +100,8 @@ def _thaw(value: Any) -> Any:
 
 @functools.cache
 def _convert(urdf: str, packages: tuple, cfg_items: tuple) -> Converted:
-    from rules.urdf import convert
-    from schemas import UrdfConverterCfg, structure_cfg
+    from usdforge.rules.urdf.convert import convert
+    from usdforge.schemas import UrdfConverterCfg, structure_cfg
 
     out = Path(tempfile.mkdtemp(dir=_ROOT))
     table = {k: _thaw(v) for k, v in cfg_items}

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from pxr import Gf, Usd, UsdPhysics
 
-from rules.urdf_verify import verify_urdf
+from usdforge.rules.verify.urdf import verify_urdf
 from test_urdf_support import CONFORMANCE, convert_urdf, corpus_entries, corpus_packages, corpus_urdf
 
 PANDA = next(entry for entry in corpus_entries() if entry["name"] == "panda")

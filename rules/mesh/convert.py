@@ -1,0 +1,119 @@
+"""Mesh file → USD: the parts ``rules.mesh.read`` reads, authored with pxr's typed Usd API.
+
+Output (Isaac Lab's structure): ``/<name>`` Xform carrying RigidBodyAPI / MassAPI when configured, and
+``/<name>/geometry`` holding one mesh prim per part of the file. With ``make_instanceable`` the geometry
+lives in a separate binary layer (``Props/<stem>_meshes.usd``) that ``/<name>/geometry`` references as an
+instanceable prim, by a relative path, so the folder can be moved.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import trimesh
+from pxr import Sdf, Usd, UsdGeom, UsdPhysics
+
+from usdforge.rules.errors import ConversionError
+from usdforge.rules.mesh.read import MeshPart, combined_mesh, load_parts
+from usdforge.rules.outputs import instanceable_meshes_path
+from usdforge.rules.usd.stage import (author_mass, author_mesh, author_preview_material, bind_material, export_stage,
+                                 material_of, matrix_to_pose, new_stage, relative_asset_path, save_stage,
+                                 set_local_transform, unique_name)
+from usdforge.schemas.converter_cfgs import MeshConverterCfg
+from usdforge.schemas.writer import author_cfg
+
+
+def geometry_transform(cfg: MeshConverterCfg) -> np.ndarray:
+    """The (4, 4) matrix of cfg's translation, rotation (x, y, z, w) and scale, applied to the geometry."""
+    x, y, z, w = cfg.rotation
+    matrix = trimesh.transformations.quaternion_matrix([w, x, y, z])
+    matrix[:3, :3] = matrix[:3, :3] @ np.diag(cfg.scale)
+    matrix[:3, 3] = cfg.translation
+    return matrix
+
+
+def author_parts(stage: Usd.Stage, parent: Sdf.Path, parts: list[MeshPart], cfg: MeshConverterCfg,
+                 layer_dir: Path, out_dir: Path, texture_prefix: str) -> None:
+    """Author each part as a mesh prim under ``parent`` (with its node transform, material, collision).
+
+    layer_dir: the folder of the layer being authored (texture paths are relative to it).
+    out_dir: the output root; textures are written to ``out_dir/textures``.
+    """
+    taken: set[str] = set()
+    looks = parent.AppendChild("Looks")
+    for index, part in enumerate(parts):
+        name = unique_name(part.name, taken | {"Looks"})
+        usd_mesh = author_mesh(stage, parent.AppendChild(name), part.mesh)
+        translation, orientation, scale = matrix_to_pose(part.transform)
+        set_local_transform(usd_mesh.GetPrim(), translation, orientation, scale)
+        color, image = material_of(part.mesh)
+        if color is not None or image is not None:
+            texture_file = None
+            if image is not None:
+                texture_path = out_dir / "textures" / f"{texture_prefix}_{index}.png"
+                texture_path.parent.mkdir(parents=True, exist_ok=True)
+                image.save(texture_path, format="PNG")
+                texture_file = relative_asset_path(texture_path, layer_dir)
+            material = author_preview_material(stage, looks.AppendChild(f"{name}_material"), color, texture_file)
+            bind_material(usd_mesh.GetPrim(), material)
+        if cfg.collision_props is not None:
+            UsdPhysics.CollisionAPI.Apply(usd_mesh.GetPrim())
+            author_cfg(usd_mesh.GetPrim(), cfg.collision_props)
+        if cfg.mesh_collision_props is not None:
+            UsdPhysics.MeshCollisionAPI.Apply(usd_mesh.GetPrim())
+            author_cfg(usd_mesh.GetPrim(), cfg.mesh_collision_props)
+
+
+def author_mass_properties(root: Usd.Prim, cfg: MeshConverterCfg, parts: list[MeshPart], asset: Path) -> None:
+    """MassAPI on the root: the cfg's mass (or density), with the centre of mass and inertia of the
+    transformed geometry from trimesh, so every engine gets all four values."""
+    mass_props = cfg.mass_props
+    author_cfg(root, mass_props)
+    if mass_props.mass is None:
+        return  # density only: the engine integrates it over the colliders
+    mesh = combined_mesh(parts, geometry_transform(cfg))
+    if not mesh.is_volume:
+        # An open or inconsistent surface has no meaningful volume: its convex hull does.
+        mesh = mesh.convex_hull
+    if mesh.volume <= 0:
+        raise ConversionError(asset, "cannot compute inertia: the mesh encloses no volume")
+    mesh.density = mass_props.mass / mesh.volume
+    author_mass(root, mass_props.mass, mesh.center_mass, mesh.moment_inertia)
+
+
+def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
+    """Convert ``cfg.asset_path`` into ``out_dir``; return the files written.
+
+    cfg.usd_file_name must be resolved (the pipeline does it). Raises ConversionError on bad input.
+    """
+    asset = Path(cfg.asset_path)
+    parts = load_parts(asset)
+    usd_path = out_dir / cfg.usd_file_name
+    usd_path.parent.mkdir(parents=True, exist_ok=True)
+    stage, root = new_stage(asset.stem, usd_path)
+    written = [usd_path]
+    if cfg.rigid_props is not None:
+        UsdPhysics.RigidBodyAPI.Apply(root)
+        author_cfg(root, cfg.rigid_props)
+    if cfg.mass_props is not None:
+        author_mass_properties(root, cfg, parts, asset)
+    geometry = root.GetPath().AppendChild("geometry")
+    translation, orientation, scale = matrix_to_pose(geometry_transform(cfg))
+    if cfg.make_instanceable:
+        meshes_relative = instanceable_meshes_path(cfg.usd_file_name)
+        meshes_path = out_dir / meshes_relative
+        mesh_stage, _ = new_stage("geometry")
+        author_parts(mesh_stage, Sdf.Path("/geometry"), parts, cfg, meshes_path.parent, out_dir, asset.stem)
+        export_stage(mesh_stage, meshes_path)
+        written.append(meshes_path)
+        geometry_prim = stage.DefinePrim(geometry, "Xform")
+        geometry_prim.GetReferences().AddReference(relative_asset_path(meshes_path, usd_path.parent), "/geometry")
+        geometry_prim.SetInstanceable(True)
+    else:
+        geometry_prim = UsdGeom.Xform.Define(stage, geometry).GetPrim()
+        author_parts(stage, geometry, parts, cfg, usd_path.parent, out_dir, asset.stem)
+    set_local_transform(geometry_prim, translation, orientation, scale)
+    save_stage(stage)
+    written.extend(sorted((out_dir / "textures").glob("*.png")) if (out_dir / "textures").is_dir() else [])
+    return written

@@ -1,0 +1,130 @@
+"""Reading mesh files: every triangle mesh of an OBJ, STL, PLY, OFF, GLB/GLTF or DAE through trimesh
+(pycollada for DAE), FBX through the optional assimp binding. No pxr here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import trimesh
+
+from usdforge.rules.errors import ConversionError
+from usdforge.rules.mesh.formats import ASSIMP_FORMATS, MESH_FORMATS, TRIMESH_FORMATS
+
+#: glTF is Y-up by specification; usdforge's stages are Z-up.
+_Y_UP_TO_Z_UP = trimesh.transformations.rotation_matrix(np.pi / 2, [1, 0, 0])
+
+
+class MeshPart(NamedTuple):
+    """One triangle mesh of a file, in the file's frame: ``transform`` (4, 4) places ``mesh`` in it."""
+
+    name: str
+    mesh: trimesh.Trimesh
+    transform: np.ndarray
+
+
+def load_parts(path: Path, units: str | None = None, process: bool = True) -> list[MeshPart]:
+    """Every triangle mesh in the file at ``path``, each with its node transform (Z-up for glTF).
+
+    units: when given (e.g. "meters"), each transform also converts the units the file declares (COLLADA's
+        ``<asset><unit meter>``, as trimesh reads it) into these; a file that declares none is left as it is.
+    process: trimesh's ``process`` (duplicate vertices merged); False keeps the file's vertices as they are
+        (an STL's triangle soup), for a caller that welds them itself.
+    Raises ConversionError when the file is missing, unreadable, or holds no triangles.
+    """
+    path = Path(path)
+    extension = path.suffix.lower().lstrip(".")
+    if not path.is_file():
+        raise ConversionError(path, "mesh file not found")
+    if extension in ASSIMP_FORMATS:
+        return load_parts_with_assimp(path)
+    if extension not in TRIMESH_FORMATS:
+        raise ConversionError(path, f"unsupported mesh format '.{extension}' (supported: "
+                                    f"{', '.join(MESH_FORMATS)})")
+    try:
+        scene = _load_scene(path, extension, process)
+    except Exception as exc:  # noqa: BLE001 - trimesh raises many kinds; all mean "cannot read this file"
+        raise ConversionError(path, f"cannot read {extension.upper()} mesh ({type(exc).__name__}: {exc})") from None
+    up = _Y_UP_TO_Z_UP if extension in ("glb", "gltf") else np.eye(4)
+    parts = []
+    for node in sorted(scene.graph.nodes_geometry):
+        transform, geometry_name = scene.graph[node]
+        geometry = scene.geometry.get(geometry_name)
+        if not isinstance(geometry, trimesh.Trimesh) or len(geometry.faces) == 0:
+            continue  # lines and point clouds carry no surface
+        matrix = up @ np.asarray(transform, dtype=np.float64)
+        if units is not None:
+            matrix = np.diag([_unit_scale(geometry.units, units)] * 3 + [1.0]) @ matrix
+        parts.append(MeshPart(str(node), geometry, matrix))
+    if not parts:
+        raise ConversionError(path, "the file holds no triangle mesh")
+    return parts
+
+
+def _load_scene(path: Path, extension: str, process: bool) -> trimesh.Scene:
+    """trimesh's scene of a file. trimesh hands ``process`` to a single-mesh file's mesh but not to the
+    meshes of a COLLADA scene, which it always processes (merging vertices is most of a DAE's load time):
+    unprocessed, a DAE's mesh arguments are read with trimesh's COLLADA loader and built with process off."""
+    if process or extension != "dae":
+        return trimesh.load_scene(str(path), file_type=extension, process=process)
+    with open(path, "rb") as file:
+        loaded = trimesh.exchange.dae.load_collada(file, resolver=trimesh.resolvers.FilePathResolver(str(path)))
+    for geometry in loaded["geometry"].values():
+        geometry["process"] = False
+    return trimesh.load_scene(loaded)
+
+
+def _unit_scale(declared: str | None, desired: str) -> float:
+    """The factor from a file's declared units (trimesh's unit string) to ``desired``; 1 when the file
+    declares none or an unusable value."""
+    if not declared:
+        return 1.0
+    try:
+        factor = trimesh.units.unit_conversion(declared, desired)
+    except (ValueError, KeyError):
+        return 1.0
+    return factor if np.isfinite(factor) and factor > 0 else 1.0
+
+
+def load_parts_with_assimp(path: Path) -> list[MeshPart]:
+    """Every mesh of a file read by assimp (FBX), node transforms baked in, with its diffuse colour.
+
+    Raises ConversionError naming the ``fbx`` extra when the assimp binding is not installed.
+    """
+    try:
+        import assimp_py
+    except ImportError:
+        raise ConversionError(path, "FBX needs an assimp binding: install usdforge with the 'fbx' extra "
+                                    "(pip install 'usdforge[fbx]') or convert the file to GLB/OBJ") from None
+    flags = (assimp_py.Process_Triangulate | assimp_py.Process_JoinIdenticalVertices
+             | assimp_py.Process_PreTransformVertices)
+    try:
+        scene = assimp_py.import_file(str(path), flags)
+    except Exception as exc:  # noqa: BLE001 - assimp reports every failure as a generic error
+        raise ConversionError(path, f"cannot read mesh with assimp ({exc})") from None
+    parts = []
+    for index, mesh in enumerate(scene.meshes):
+        vertices = np.asarray(mesh.vertices, dtype=np.float64).reshape(-1, 3)
+        faces = np.asarray(mesh.indices, dtype=np.int64).reshape(-1, 3)
+        if len(faces) == 0:
+            continue
+        part = trimesh.Trimesh(vertices, faces, process=False)
+        material = scene.materials[mesh.material_index] if mesh.material_index < len(scene.materials) else {}
+        diffuse = material.get("COLOR_DIFFUSE")
+        if diffuse is not None:
+            rgba = [*diffuse[:3], material.get("OPACITY", 1.0)]
+            part.visual = trimesh.visual.ColorVisuals(part, face_colors=np.round(np.array(rgba) * 255).astype(np.uint8))
+        parts.append(MeshPart(mesh.name or f"mesh_{index}", part, np.eye(4)))
+    if not parts:
+        raise ConversionError(path, "the file holds no triangle mesh")
+    return parts
+
+
+def combined_mesh(parts: list[MeshPart], transform: np.ndarray | None = None) -> trimesh.Trimesh:
+    """All parts in one mesh, in the frame ``transform`` maps the file's frame into."""
+    meshes = [part.mesh.copy().apply_transform((transform if transform is not None else np.eye(4))
+                                               @ part.transform) for part in parts]
+    return trimesh.util.concatenate(meshes)
+
+

@@ -1,0 +1,76 @@
+"""Files a mesh file references (MTL and textures of OBJ, buffers/images of glTF, images of DAE).
+
+No pxr here: doit's scan tasks run this in the parent process.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Callable
+
+from lxml import etree
+
+from usdforge.rules.xml import SAFE_XML
+
+_MTL_MAPS = re.compile(r"^\s*(map_\w+|bump|disp|decal|refl|norm)\s+(.+?)\s*$", re.IGNORECASE)
+
+
+def _mtl_references(mtl: Path) -> list[Path]:
+    found = []
+    for line in mtl.read_text(errors="replace").splitlines():
+        match = _MTL_MAPS.match(line)
+        if match:
+            # Options like "-s 1 1 1" may precede the file name: the name is the last token.
+            found.append(mtl.parent / match.group(2).split()[-1])
+    return found
+
+
+def obj_references(path: Path) -> list[Path]:
+    """The MTL files an OBJ names and the textures those name."""
+    found = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("mtllib"):
+            for name in line.split(None, 1)[1:]:
+                mtl = path.parent / name.strip()
+                found.append(mtl)
+                if mtl.is_file():
+                    found.extend(_mtl_references(mtl))
+    return found
+
+
+def gltf_references(path: Path) -> list[Path]:
+    """The external buffers and images a .gltf names (GLB embeds its own)."""
+    try:
+        document = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError):
+        return []
+    uris = [item.get("uri", "") for key in ("buffers", "images") for item in document.get(key, [])]
+    return [path.parent / uri for uri in uris if uri and not uri.startswith("data:")]
+
+
+def dae_references(path: Path) -> list[Path]:
+    """The images a COLLADA file names in ``<library_images>``."""
+    try:
+        tree = etree.parse(str(path), SAFE_XML)
+    except etree.XMLSyntaxError:
+        return []
+    found = []
+    for element in tree.iter("{*}init_from"):
+        text = (element.text or "").strip()
+        if text and element.getparent() is not None and etree.QName(element.getparent()).localname == "image":
+            found.append(path.parent / text.removeprefix("file://"))
+    return found
+
+
+MESH_SCANNERS: dict[str, Callable[[Path], list[Path]]] = {
+    "obj": obj_references, "gltf": gltf_references, "dae": dae_references,
+}
+
+
+def mesh_references(path: Path) -> list[Path]:
+    """Files a mesh file references (materials, textures, buffers), whether they exist or not; none for
+    self-contained formats (STL, PLY, OFF, GLB)."""
+    scanner = MESH_SCANNERS.get(path.suffix.lower().lstrip("."))
+    return scanner(path) if scanner and path.is_file() else []

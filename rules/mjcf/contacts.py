@@ -1,0 +1,241 @@
+"""MuJoCo contact semantics on the colliders: physics materials, MuJoCo's per-geom contact parameters,
+which geoms may touch (contype/conaffinity, welds, parent filtering, ``<contact><exclude>``), and
+``self_collision``.
+
+- Physics materials: one ``UsdPhysics.MaterialAPI`` material per distinct geom ``friction`` (sliding →
+  static and dynamic friction; torsional and rolling → ``newton:torsionalFriction`` /
+  ``newton:rollingFriction``), bound to each collider for the "physics" purpose and, because MuJoCo's
+  USD decoder only reads that binding, for all purposes too (colliders are never rendered).
+- ``MjcCollisionAPI`` on each collider: condim, gap, margin, priority, solmix, solref, solimp, group;
+  ``MjcMeshCollisionAPI`` on mesh colliders: the mesh's inertia mode and ``maxhullvert``.
+- contype/conaffinity: one ``UsdPhysics.CollisionGroup`` per (contype, conaffinity) class, filtering the
+  classes MuJoCo never lets collide (``contype1 & conaffinity2 == 0`` both ways), when there is more
+  than one class or a class that does not collide with itself.
+- Body pairs MuJoCo never lets touch (same weld, welded parent/child, excluded, no compatible geoms),
+  and with ``self_collision`` off every pair of one articulation, as ``UsdPhysics.FilteredPairsAPI`` on
+  the bodies (MuJoCo's decoder reads these as ``<exclude>``).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import mujoco
+from pxr import Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
+
+from usdforge.rules.usd import layer as sdf
+from usdforge.rules.mjcf.geoms import MESH
+from usdforge.rules.mjcf.usd import MjcfUsd, set_all
+from usdforge.rules.usd.stage import unique_name
+
+#: MuJoCo's mesh inertia modes (``mjtMeshInertia``) → ``mjc:inertia`` tokens.
+MESH_INERTIA = {int(v): v.name.removeprefix("mjMESH_INERTIA_").lower()
+                for v in mujoco.mjtMeshInertia.__members__.values()}
+#: contype/conaffinity of a visual geom made a collider by ``collision_from_visuals``: MuJoCo's defaults.
+DEFAULT_CONTACT_CLASS = (1, 1)
+
+
+def collider_paths(usd: MjcfUsd) -> dict[int, list[Sdf.Path]]:
+    """MuJoCo geom id → the prims carrying its ``CollisionAPI`` (the primitive, or each mesh part).
+
+    Shape prims are named as the shared writer names them: ``<link>/collisions/<shape>``, made unique in
+    the order of the link's collision shapes.
+    """
+    layer = usd.ctx.layer("physics")
+    shape_paths: dict[tuple[str, str], Sdf.Path] = {}
+    for link in usd.robot.links:
+        taken: set[str] = set()
+        scope = usd.ctx.link_paths[link.name].AppendChild("collisions")
+        for shape in link.shapes:
+            if shape.collision:
+                shape_paths[(link.name, shape.name)] = scope.AppendChild(unique_name(shape.name, taken))
+    found: dict[int, list[Sdf.Path]] = {}
+    for geom, key in usd.geoms.collider.items():
+        found[geom] = []
+        stack = [layer.GetPrimAtPath(shape_paths[key])]
+        while stack:  # the shape's spec and its mesh parts' specs, in the physics layer
+            spec = stack.pop()
+            if spec is None:
+                continue
+            if "PhysicsCollisionAPI" in sdf.applied(spec):
+                found[geom].append(spec.path)
+            stack.extend(reversed(list(spec.nameChildren)))
+    return found
+
+
+def contact_class(model: mujoco.MjModel, geom: int) -> tuple[int, int]:
+    """(contype, conaffinity) of a collider; a visual geom made a collider gets MuJoCo's default (1, 1)."""
+    contype, conaffinity = int(model.geom_contype[geom]), int(model.geom_conaffinity[geom])
+    return (contype, conaffinity) if contype or conaffinity else DEFAULT_CONTACT_CLASS
+
+
+def classes_collide(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """MuJoCo's rule: ``contype1 & conaffinity2 or contype2 & conaffinity1``."""
+    return bool(a[0] & b[1] or b[0] & a[1])
+
+
+def author_physics_materials(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]]) -> None:
+    """One physics material per distinct friction, bound to the colliders (see the module docstring)."""
+    model = usd.loaded.model
+    physics = usd.ctx.stage("physics")
+    scope = usd.scope("PhysicsMaterials")
+    materials: dict[tuple[float, float, float], Sdf.Path] = {}
+    for geom in sorted(colliders):
+        friction = tuple(round(float(v), 9) for v in model.geom_friction[geom])
+        if friction not in materials:
+            if not materials:
+                UsdGeom.Scope.Define(physics, scope)
+            path = scope.AppendChild(f"friction_{len(materials)}")
+            material = UsdShade.Material.Define(physics, path)
+            api = UsdPhysics.MaterialAPI.Apply(material.GetPrim())
+            api.CreateStaticFrictionAttr(friction[0])
+            api.CreateDynamicFrictionAttr(friction[0])
+            set_all(usd.spec("newton", path), {"newton:torsionalFriction": friction[1],
+                                                   "newton:rollingFriction": friction[2]}, ["NewtonMaterialAPI"])
+            materials[friction] = path
+        for path in colliders[geom]:
+            spec = usd.spec("physics", path)
+            sdf.apply_schemas(spec, "MaterialBindingAPI")
+            sdf.relationship(spec, "material:binding", [materials[friction]])
+            sdf.relationship(spec, "material:binding:physics", [materials[friction]])
+
+
+def author_collision_parameters(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]]) -> None:
+    """``MjcCollisionAPI`` (and ``MjcMeshCollisionAPI``) on every collider prim."""
+    model, spec = usd.loaded.model, usd.loaded.spec
+    for geom in sorted(colliders):
+        values = {"mjc:condim": int(model.geom_condim[geom]), "mjc:gap": model.geom_gap[geom],
+                  "mjc:margin": model.geom_margin[geom], "mjc:priority": int(model.geom_priority[geom]),
+                  "mjc:solmix": model.geom_solmix[geom], "mjc:solref": model.geom_solref[geom],
+                  "mjc:solimp": model.geom_solimp[geom], "mjc:group": int(model.geom_group[geom])}
+        shell = int(spec.geoms[geom].typeinertia) == int(mujoco.mjtGeomInertia.mjINERTIA_SHELL)
+        if shell:
+            values["mjc:shellinertia"] = True
+        mesh_values = {}
+        if int(model.geom_type[geom]) == MESH:
+            mesh = spec.meshes[int(model.geom_dataid[geom])]
+            mesh_values = {"mjc:inertia": MESH_INERTIA[int(mesh.inertia)], "mjc:maxhullvert": int(mesh.maxhullvert)}
+        for path in colliders[geom]:
+            prim = usd.spec("mujoco", path)
+            set_all(prim, values, ["MjcCollisionAPI"])
+            if mesh_values:
+                set_all(prim, mesh_values, ["MjcMeshCollisionAPI"])
+
+
+def author_collision_groups(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]]) -> None:
+    """CollisionGroups for contype/conaffinity classes that do not all collide (see the module docstring)."""
+    model = usd.loaded.model
+    classes: dict[tuple[int, int], list[Sdf.Path]] = {}
+    for geom in sorted(colliders):
+        classes.setdefault(contact_class(model, geom), []).extend(colliders[geom])
+    ordered = sorted(classes)
+    if all(classes_collide(a, b) for a in ordered for b in ordered):
+        return
+    physics = usd.ctx.stage("physics")
+    scope = usd.scope("CollisionGroups")
+    UsdGeom.Scope.Define(physics, scope)
+    paths = {cls: scope.AppendChild(f"contype_{cls[0]}_conaffinity_{cls[1]}") for cls in ordered}
+    for cls in ordered:
+        group = UsdPhysics.CollisionGroup.Define(physics, paths[cls])
+        collection = Usd.CollectionAPI.Apply(group.GetPrim(), UsdPhysics.Tokens.colliders)
+        collection.CreateIncludesRel().SetTargets(classes[cls])
+        filtered = [paths[other] for other in ordered if not classes_collide(cls, other)]
+        if filtered:
+            group.CreateFilteredGroupsRel().SetTargets(filtered)
+
+
+def _articulation_trees(usd: MjcfUsd) -> dict[str, int]:
+    """Link name → index of its tree (links connected by the Robot's joints)."""
+    parent = {link.name: link.name for link in usd.robot.links}
+
+    def find(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    for joint in usd.robot.joints:
+        if joint.parent is not None:
+            parent[find(joint.child)] = find(joint.parent)
+    roots = sorted({find(name) for name in parent})
+    return {name: roots.index(find(name)) for name in parent}
+
+
+def never_touching_bodies(usd: MjcfUsd, self_collision: bool) -> list[tuple[int, int]]:
+    """Pairs of MuJoCo bodies with colliders and a rigid body each that MuJoCo
+    never lets touch: both welded to the world, the same weld, a welded parent/child (``filterparent``,
+    never with the world), ``<exclude>``, no colliding contype/conaffinity; with ``self_collision`` off,
+    also every pair of one articulation. Static links are left out: their colliders belong to no body
+    (MuJoCo's decoder would reject a pair naming one), their contype/conaffinity are collision groups."""
+    model = usd.loaded.model
+    bodies = usd.bodies
+    static = {b for b, link in bodies.link_of_body.items() if link in bodies.static}
+    colliding = sorted({int(model.geom_bodyid[g]) for g in usd.geoms.collider} - static)
+    classes: dict[int, set[tuple[int, int]]] = {}
+    for geom in usd.geoms.collider:
+        classes.setdefault(int(model.geom_bodyid[geom]), set()).add(contact_class(model, geom))
+    excluded = {int(s) for s in model.exclude_signature}
+    filter_parent = not model.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FILTERPARENT)
+    weld = model.body_weldid
+    tree = _articulation_trees(usd)
+    pairs = []
+    for b1, b2 in itertools.combinations(colliding, 2):
+        l1, l2 = bodies.link_of_body[b1], bodies.link_of_body[b2]
+        w1, w2 = int(weld[b1]), int(weld[b2])
+        never = w1 == w2
+        if filter_parent and not never and w1 != 0 and w2 != 0:
+            never = int(weld[model.body_parentid[w1]]) == w2 or int(weld[model.body_parentid[w2]]) == w1
+        never = never or (b1 << 16) + b2 in excluded or (b2 << 16) + b1 in excluded
+        never = never or not any(classes_collide(a, b) for a in classes[b1] for b in classes[b2])
+        never = never or (not self_collision and tree[l1] == tree[l2])
+        if never:
+            pairs.append((b1, b2))
+    return pairs
+
+
+def colliding_joints(usd: MjcfUsd, never: list[tuple[int, int]]) -> list[str]:
+    """Robot joints whose two bodies MuJoCo lets collide (a child of a world-welded body that is not
+    excluded): UsdPhysics filters a joint's bodies unless ``physics:collisionEnabled`` says otherwise."""
+    model = usd.loaded.model
+    body_of = {link: body for body, link in usd.bodies.link_of_body.items()}
+    filtered = {frozenset(pair) for pair in never}
+    colliders = {int(model.geom_bodyid[g]) for g in usd.geoms.collider}
+    names = []
+    for joint in usd.robot.joints:
+        if joint.parent is None or joint.parent not in body_of or joint.child not in body_of:
+            continue
+        parent, child = body_of[joint.parent], body_of[joint.child]
+        if parent in colliders and child in colliders and frozenset((parent, child)) not in filtered:
+            names.append(joint.name)
+    return names
+
+
+def author_filtered_pairs(usd: MjcfUsd, self_collision: bool) -> None:
+    """FilteredPairsAPI on the first body of every pair of ``never_touching_bodies``, targeting the other
+    (MuJoCo's decoder reads these as ``<exclude>``); ``physics:collisionEnabled`` on the joints whose
+    bodies MuJoCo lets collide."""
+    never = never_touching_bodies(usd, self_collision)
+    for name in colliding_joints(usd, never):
+        sdf.attribute(usd.spec("physics", usd.ctx.joint_paths[name]), "physics:collisionEnabled",
+                      Sdf.ValueTypeNames.Bool, True)
+    targets: dict[int, list[Sdf.Path]] = {}
+    for b1, b2 in never:
+        targets.setdefault(b1, []).append(usd.body_path(b2))
+    for body in sorted(targets):
+        spec = usd.spec("physics", usd.body_path(body))
+        sdf.apply_schemas(spec, "PhysicsFilteredPairsAPI")
+        sdf.relationship(spec, "physics:filteredPairs", targets[body])
+
+
+def author_contacts(usd: MjcfUsd, self_collision: bool) -> None:
+    """Everything of this module, in order."""
+    colliders = collider_paths(usd)
+    author_physics_materials(usd, colliders)
+    author_collision_parameters(usd, colliders)
+    author_collision_groups(usd, colliders)
+    author_filtered_pairs(usd, self_collision)
+    model = usd.loaded.model
+    if model.npair:
+        names = ", ".join(model.pair(i).name or f"pair{i}" for i in range(model.npair))
+        usd.warnings.append(f"explicit contact pairs ({names}) have no UsdPhysics equivalent and are not kept; "
+                            "their geoms collide by contype/conaffinity")

@@ -1,0 +1,121 @@
+"""MJCF → USD: a MuJoCo model read by MuJoCo itself (``rules.mjcf.load``), turned into the format-neutral
+Robot (bodies and joints, geoms, drives, mimic couplings) and written by the shared ``rules.robot.writer``
+writer; the MuJoCo-only parts (actuators, tendons, equalities, contact rules, sites, keyframes, sensors,
+cameras, lights, options) are authored into the same layers through its ``author_extra`` hook.
+
+The steps, in order: parse and compile (one ``ConversionError`` with MuJoCo's message when MuJoCo cannot
+parse the model; element-by-element repairs with a warning when it cannot compile it) → ``link_density``
+→ bodies and joints → geoms → drives → joint equalities → USD. Every recoverable problem, and a summary of
+what a physics engine will not see, is a ``rules.conversion_warnings.ConversionWarning``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from usdforge.rules.conversion_warnings import warn
+from usdforge.rules.mjcf.actuators import TRN_JOINT, apply_drives, author_actuators
+from usdforge.rules.mjcf.bodies import read_bodies
+from usdforge.rules.mjcf.contacts import author_contacts
+from usdforge.rules.mjcf.dynamics import author_body_dynamics, author_joint_dynamics
+from usdforge.rules.mjcf.equality import author_joint_equalities, author_loop_closures, joint_mimics
+from usdforge.rules.mjcf.geoms import read_geoms
+from usdforge.rules.mjcf.load import LoadedModel, compile_repaired, load_mjcf
+from usdforge.rules.mjcf.records import author_records, author_sites
+from usdforge.rules.mjcf.scene import author_scene
+from usdforge.rules.mjcf.tendons import author_tendons
+from usdforge.rules.mjcf.usd import MjcfUsd
+from usdforge.rules.outputs import resolve_usd_file_name
+from usdforge.rules.robot.meshes import MeshLibrary
+from usdforge.rules.robot.writer import RobotUsdContext, RobotUsdOptions, write_robot
+from usdforge.schemas.mjcf_cfg import MjcfConverterCfg
+
+
+def apply_link_density(loaded: LoadedModel, density: float) -> LoadedModel:
+    """Recompile with ``density`` (kg/m³) for every geom of a body without an ``<inertial>`` whose geom
+    has no mass of its own: MuJoCo then infers those bodies' mass properties at that density."""
+    if density <= 0.0:
+        return loaded
+    changed = False
+    for body in loaded.spec.bodies:
+        if body.explicitinertial:
+            continue
+        for geom in body.geoms:
+            if np.isnan(geom.mass) or geom.mass < 0:
+                geom.density = density
+                changed = True
+    if not changed:
+        return loaded
+    repaired = compile_repaired(loaded.path, loaded.spec)
+    repaired.warnings[:0] = loaded.warnings
+    repaired.skipped[:0] = loaded.skipped
+    repaired.unknown_mass |= loaded.unknown_mass
+    repaired.trimesh_meshes.update(loaded.trimesh_meshes)
+    repaired.texture_files = loaded.texture_files
+    return repaired
+
+
+def unseen_by_engines(model: mujoco.MjModel) -> list[str]:
+    """What the USD keeps in MuJoCo's own terms only: no UsdPhysics engine simulates these."""
+    parts = []
+    if model.ntendon:
+        parts.append(f"{model.ntendon} tendon(s)")
+    indirect = sum(1 for a in range(model.nu) if int(model.actuator_trntype[a]) != TRN_JOINT)
+    if indirect:
+        parts.append(f"{indirect} actuator(s) acting through tendons, sites or bodies")
+    if model.nsensor:
+        parts.append(f"{model.nsensor} sensor(s)")
+    if model.nkey:
+        parts.append(f"{model.nkey} keyframe(s)")
+    if model.ncam:
+        parts.append(f"{model.ncam} camera(s)")
+    if model.nlight:
+        parts.append(f"{model.nlight} light(s)")
+    return parts
+
+
+def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
+    """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
+    place atomically). Raises ConversionError, before writing anything, when MuJoCo cannot parse it."""
+    asset = Path(cfg.asset_path)
+    loaded = apply_link_density(load_mjcf(asset), cfg.link_density)
+    model = loaded.model
+    name = loaded.spec.modelname or asset.stem
+    robot, bodies = read_bodies(loaded, name, fix_base=cfg.fix_base)
+    with tempfile.TemporaryDirectory(prefix="usdforge_mjcf_") as scratch:
+        # Builtin textures are rendered to PNGs here; the writer copies each into textures/.
+        meshes = MeshLibrary()
+        geoms = read_geoms(loaded, robot, bodies, Path(scratch), meshes, cfg.collision_from_visuals)
+        targets = apply_drives(robot, loaded, bodies, cfg)
+        messages = list(loaded.warnings) + joint_mimics(robot, loaded, bodies)
+        usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
+        options = RobotUsdOptions.from_cfg(cfg)
+
+        def author_mujoco(ctx: RobotUsdContext) -> None:
+            usd = MjcfUsd(loaded, robot, bodies, geoms, ctx)
+            author_sites(usd)
+            author_tendons(usd, cfg.merge_mesh)
+            author_actuators(usd, cfg)
+            author_records(usd)
+            author_joint_dynamics(usd, targets)
+            author_body_dynamics(usd)
+            author_contacts(usd, cfg.self_collision)
+            author_loop_closures(usd)
+            author_joint_equalities(usd)
+            if cfg.import_physics_scene:
+                author_scene(usd)
+            messages.extend(usd.warnings)
+
+        written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes,
+                              author_extra=author_mujoco)
+    for message in messages:
+        warn(asset, message)
+    unseen = unseen_by_engines(model)
+    if unseen:
+        warn(asset, "kept as MuJoCo data (mjc:/mjcf: attributes, cameras and lights as USD prims) that physics "
+                    "engines reading UsdPhysics will not simulate: " + ", ".join(unseen))
+    return written

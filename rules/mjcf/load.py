@@ -1,0 +1,225 @@
+"""Reading an MJCF model with MuJoCo itself: ``MjSpec`` parses it (defaults classes, include, frames,
+attach, replicate, compiler settings) and compiling it gives what MuJoCo infers (body mass and inertia
+from geoms, fitted geoms, mesh frames, limits from autolimits, builtin textures).
+
+A model that MjSpec parses but MuJoCo cannot compile is repaired element by element, each repair a
+warning that quotes MuJoCo's message: a mesh MuJoCo's decoder rejects (an ASCII STL) is read with trimesh
+and handed to MuJoCo as vertices and faces; any other element MuJoCo names in its error (an actuator with
+a missing target, a degenerate geom …) is left out. Bodies that lose a mass-bearing geom this way have no
+trustworthy mass, unless their inertial is explicit: ``LoadedModel.unknown_mass`` lists them.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import attrs
+import mujoco
+import numpy as np
+
+from usdforge.rules.errors import ConversionError
+
+#: Element kinds a compile error can name, as they appear in MuJoCo's messages → MjSpec list attribute.
+_ELEMENT_LISTS = {
+    "actuator": "actuators", "geom": "geoms", "mesh": "meshes", "sensor": "sensors", "tendon": "tendons",
+    "equality": "equalities", "site": "sites", "texture": "textures", "material": "materials",
+    "hfield": "hfields", "skin": "skins", "camera": "cameras", "light": "lights", "pair": "pairs",
+    "exclude": "excludes", "key": "keys", "flex": "flexes",
+}
+#: Words in a message that tell which kind of element failed (checked in this order).
+_KIND_HINTS = (
+    ("mesh", re.compile(r"\b(stl|obj|msh)_?decoder\b|\bmesh\b|STL file|OBJ file", re.IGNORECASE)),
+    ("actuator", re.compile(r"\bactuator\b|\bmuscle\b|\btransmission\b")), ("sensor", re.compile(r"\bsensor\b")),
+    ("tendon", re.compile(r"\btendon\b")), ("equality", re.compile(r"\bequality\b|\bconnect\b|\bweld\b")),
+    ("geom", re.compile(r"\bgeom\b")), ("site", re.compile(r"\bsite\b")), ("hfield", re.compile(r"\bhfield\b")),
+    ("texture", re.compile(r"\btexture\b")), ("material", re.compile(r"\bmaterial\b")),
+    ("skin", re.compile(r"\bskin\b")), ("camera", re.compile(r"\bcamera\b")), ("light", re.compile(r"\blight\b")),
+    ("pair", re.compile(r"\bpair\b")), ("exclude", re.compile(r"\bexclude\b")), ("key", re.compile(r"\bkey(frame)?\b")),
+    ("flex", re.compile(r"\bflex\b")),
+)
+_ELEMENT = re.compile(r"Element name '(?P<name>[^']*)', id (?P<id>\d+)(?:, line (?P<line>\d+))?")
+_LINE = re.compile(r"line (?:number=)?(?P<line>\d+)", re.IGNORECASE)
+
+#: The most repairs tried before giving up (each removes or rewrites one element).
+MAX_REPAIRS = 1000
+
+
+@attrs.define
+class LoadedModel:
+    """A parsed and compiled MJCF model.
+
+    spec: the (possibly repaired) MjSpec; model: its compiled MjModel; data: MjData at qpos0 with
+    kinematics computed (body poses at the rest pose).
+    skipped: "kind 'name'" of each element left out; warnings: every repair's message.
+    unknown_mass: names of bodies whose compiled mass is not the source's (a mass-bearing geom was left
+        out and the inertial is not explicit).
+    trimesh_meshes: mesh asset name → file, for the meshes MuJoCo could not decode and was given as
+        vertices read with trimesh (their ``file`` is cleared in the spec).
+    texture_files: texture id → image file of the 2D file textures, which MuJoCo is not asked to decode
+        (the USD references the file; decoding large images is most of a compile): in the compiled model
+        they are 1×1 placeholders.
+    """
+
+    path: Path
+    spec: mujoco.MjSpec
+    model: mujoco.MjModel
+    data: mujoco.MjData
+    skipped: list[str] = attrs.field(factory=list)
+    warnings: list[str] = attrs.field(factory=list)
+    unknown_mass: set[str] = attrs.field(factory=set)
+    trimesh_meshes: dict[str, Path] = attrs.field(factory=dict)
+    texture_files: dict[int, Path] = attrs.field(factory=dict)
+
+
+def mujoco_message(exc: BaseException) -> str:
+    """MuJoCo's error text on one line (it spans several)."""
+    return " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+
+
+def parse_spec(path: Path) -> mujoco.MjSpec:
+    """MjSpec of the model at ``path``; one ConversionError with MuJoCo's message (and line) otherwise."""
+    try:
+        return mujoco.MjSpec.from_file(str(path))
+    except Exception as exc:  # noqa: BLE001 - MuJoCo raises ValueError/RuntimeError; all mean "cannot parse"
+        message = mujoco_message(exc)
+        found = _ELEMENT.search(str(exc)) or _LINE.search(str(exc))
+        line = int(found.group("line")) if found and found.group("line") else None
+        raise ConversionError(path, f"MuJoCo cannot parse this model: {message}", line=line) from None
+
+
+def _failed_element(spec: mujoco.MjSpec, message: str) -> tuple[str, object] | None:
+    """The (kind, spec element) a compile error names, or None when it names none we can find."""
+    found = _ELEMENT.search(message)
+    if found is None:
+        return None
+    name, index = found.group("name"), int(found.group("id"))
+    for kind, hint in _KIND_HINTS:
+        if not hint.search(message):
+            continue
+        elements = list(getattr(spec, _ELEMENT_LISTS[kind]))
+        by_name = [e for e in elements if name and e.name == name]
+        if by_name:
+            return kind, by_name[0]
+        if 0 <= index < len(elements):
+            return kind, elements[index]
+    # No hint matched: an element of that name, when exactly one has it.
+    named = [(kind, e) for kind, attribute in _ELEMENT_LISTS.items() for e in getattr(spec, attribute)
+             if name and e.name == name]
+    return named[0] if len(named) == 1 else None
+
+
+def _mesh_file(spec: mujoco.MjSpec, mesh: mujoco.MjsMesh, model_dir: Path) -> Path:
+    meshdir = Path(spec.meshdir) if spec.meshdir else Path()
+    path = Path(mesh.file)
+    return path if path.is_absolute() else model_dir / meshdir / path
+
+
+def _repair_mesh(spec: mujoco.MjSpec, mesh: mujoco.MjsMesh, model_dir: Path) -> Path | None:
+    """Give MuJoCo the vertices and faces trimesh reads from the file (returned); None when trimesh cannot
+    read it either."""
+    from usdforge.rules.mesh.read import combined_mesh, load_parts
+
+    path = _mesh_file(spec, mesh, model_dir)
+    try:
+        combined = combined_mesh(load_parts(path))
+    except ConversionError:
+        return None
+    mesh.file = ""
+    mesh.uservert = np.asarray(combined.vertices, dtype=np.float64).reshape(-1).tolist()
+    mesh.userface = np.asarray(combined.faces, dtype=np.int64).reshape(-1).tolist()
+    return path
+
+
+def _geom_carries_mass(geom: mujoco.MjsGeom) -> bool:
+    # A geom contributes to its body's mass unless MuJoCo's inertia ignores it (mass 0 given explicitly).
+    return not (geom.mass == 0.0 or (np.isnan(geom.mass) and geom.density == 0.0))
+
+
+def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
+    """Compile ``spec``, repairing what MuJoCo names in its errors (see the module docstring).
+
+    Raises ConversionError with MuJoCo's message when an error names no element that can be repaired.
+    """
+    loaded_warnings: list[str] = []
+    skipped: list[str] = []
+    unknown_mass: set[str] = set()
+    trimesh_meshes: dict[str, Path] = {}
+    for _ in range(MAX_REPAIRS):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # deprecation notes of MuJoCo's own (settotalmass …)
+                model = spec.compile()
+            break
+        except Exception as exc:  # noqa: BLE001 - MuJoCo's compile errors are ValueErrors with its message
+            message = mujoco_message(exc)
+            failed = _failed_element(spec, str(exc))
+            if failed is None:
+                raise ConversionError(path, f"MuJoCo cannot compile this model: {message}") from None
+            kind, element = failed
+            label = f"{kind} '{element.name}'" if element.name else f"{kind} #{_ELEMENT.search(str(exc)).group('id')}"
+            repaired = _repair_mesh(spec, element, path.parent) if kind == "mesh" and element.file else None
+            if repaired is not None:
+                trimesh_meshes[element.name] = repaired
+                loaded_warnings.append(f"MuJoCo cannot compile {label} ({message}); read the mesh with trimesh")
+                continue
+            if kind == "geom":
+                body = element.parent
+                if _geom_carries_mass(element) and not body.explicitinertial:
+                    unknown_mass.add(body.name)
+            if kind == "mesh":
+                for geom in list(spec.geoms):
+                    if geom.meshname == element.name:
+                        if _geom_carries_mass(geom) and not geom.parent.explicitinertial:
+                            unknown_mass.add(geom.parent.name)
+                        spec.delete(geom)
+            spec.delete(element)
+            skipped.append(label)
+            loaded_warnings.append(f"MuJoCo cannot compile {label} ({message}); left it out")
+    else:
+        raise ConversionError(path, "MuJoCo cannot compile this model: too many errors to repair")
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    return LoadedModel(path, spec, model, data, skipped, loaded_warnings, unknown_mass, trimesh_meshes)
+
+
+def model_path(model: mujoco.MjModel, address: int) -> Path | None:
+    """A file path as the compiled model stores it (``mesh_pathadr``, ``tex_pathadr`` …): MuJoCo's own
+    resolution (meshdir, texturedir, attached sub-models' folders); None when the element has no file."""
+    if address < 0:
+        return None
+    raw = bytes(model.paths[address:])
+    name = raw[:raw.index(b"\0")].decode() if b"\0" in raw else raw.decode()
+    return Path(name) if name else None
+
+
+def set_aside_file_textures(spec: mujoco.MjSpec, model_dir: Path) -> dict[int, Path]:
+    """Replace each 2D texture read from a file MuJoCo would find (``texturedir`` of the model) by a 1×1
+    builtin placeholder; return texture id → file. Textures of attached models, whose folder the spec does
+    not tell, stay for MuJoCo to read."""
+    texturedir = Path(spec.texturedir) if spec.texturedir else Path()
+    files: dict[int, Path] = {}
+    for index, texture in enumerate(spec.textures):
+        if not texture.file or int(texture.type) != int(mujoco.mjtTexture.mjTEXTURE_2D):
+            continue
+        file = Path(texture.file)
+        file = file if file.is_absolute() else model_dir / texturedir / file
+        if not file.is_file():
+            continue
+        files[index] = file
+        texture.file = ""
+        texture.builtin = mujoco.mjtBuiltin.mjBUILTIN_FLAT
+        texture.width = texture.height = 1
+        texture.nchannel = 3
+    return files
+
+
+def load_mjcf(path: str | Path) -> LoadedModel:
+    """Parse and compile the MJCF model at ``path`` (see the module docstring)."""
+    path = Path(path).absolute()
+    spec = parse_spec(path)
+    textures = set_aside_file_textures(spec, path.parent)
+    loaded = compile_repaired(path, spec)
+    loaded.texture_files = textures
+    return loaded

@@ -1,0 +1,129 @@
+"""Files an MJCF model references: includes (recursively), meshes, textures, height fields, skins, and
+attached sub-models (``<model file>``) with what they reference; missing files included.
+
+Paths are resolved as MuJoCo resolves them: ``<include file>`` relative to the folder of the main model
+file (also inside included files); asset files relative to ``<compiler meshdir>`` (meshes, height fields,
+skins) or ``texturedir`` (textures), each relative to the main file's folder unless absolute, with
+``assetdir`` setting both; the last ``<compiler>`` that sets a directory wins, as MuJoCo's parser
+overwrites it; ``strippath`` keeps only the file name. A sub-model is its own model with its own folder.
+
+No pxr here: doit's scan tasks run this in the parent process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+from lxml import etree
+
+from usdforge.rules.errors import ConversionError
+
+#: rules.xml.SAFE_XML's settings (no entities, DTD or network), but recovering from what MuJoCo's lenient
+#: parser (tinyxml2) accepts and libxml2 does not, such as attributes without a space between them.
+LENIENT_XML = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, remove_comments=True,
+                              recover=True)
+
+#: Elements (tag → file attributes) whose files live in meshdir.
+MESHDIR_FILES = {"mesh": ("file",), "hfield": ("file",), "skin": ("file",)}
+#: Elements whose files live in texturedir (a cube texture may give one file per face).
+TEXTUREDIR_FILES = {"texture": ("file", "fileright", "fileleft", "fileup", "filedown", "filefront", "fileback")}
+
+
+def _parse(path: Path) -> etree._ElementTree:
+    """Parse one MJCF file leniently; ConversionError when nothing of it can be read as XML."""
+    try:
+        tree = etree.parse(str(path), LENIENT_XML)
+    except etree.XMLSyntaxError as exc:
+        raise ConversionError(path, f"not well-formed XML: {exc.msg}", line=exc.lineno) from None
+    except OSError as exc:
+        raise ConversionError(path, f"cannot read the file ({exc})") from None
+    if tree.getroot() is None:
+        raise ConversionError(path, "not an XML document")
+    return tree
+
+
+def _expanded_elements(path: Path, root_dir: Path, includes: list[Path], seen: set[Path]) -> list[etree._Element]:
+    """Every element of ``path`` in document order, with each ``<include>`` replaced by the included
+    file's elements (recursively); the include files themselves (found or not) are appended to
+    ``includes``."""
+    elements: list[etree._Element] = []
+    tree = _parse(path)
+    for element in tree.getroot().iter(etree.Element):
+        if element.tag != "include":
+            elements.append(element)
+            continue
+        name = element.get("file")
+        if not name:
+            continue
+        included = _resolve(root_dir, None, name, strip=False)
+        includes.append(included)
+        if included.is_file() and included not in seen:
+            seen.add(included)
+            elements.extend(_expanded_elements(included, root_dir, includes, seen))
+    return elements
+
+
+def _is_absolute(name: str) -> bool:
+    return PurePosixPath(name).is_absolute() or PureWindowsPath(name).is_absolute()
+
+
+def _resolve(root_dir: Path, directory: str | None, name: str, strip: bool) -> Path:
+    """MuJoCo's file rule: ``name`` (its base name with strippath) under ``directory`` (itself relative to
+    the model folder unless absolute), unless ``name`` is absolute."""
+    if strip:
+        name = PurePosixPath(name.replace("\\", "/")).name
+    if _is_absolute(name):
+        return Path(name)
+    base = root_dir
+    if directory:
+        base = Path(directory) if _is_absolute(directory) else root_dir / directory
+    return base / name
+
+
+def _model_references(path: Path, seen: set[Path]) -> list[Path]:
+    """References of one model file (main model or attached sub-model), recursively."""
+    root_dir = path.parent
+    found: list[Path] = []
+    elements = _expanded_elements(path, root_dir, found, {path})
+    meshdir = texturedir = None
+    strip = False
+    # MuJoCo applies <compiler> attributes as it parses; the directories are used when assets load, after
+    # parsing, so the last value set anywhere in the model wins.
+    for element in elements:
+        if element.tag != "compiler":
+            continue
+        if element.get("assetdir") is not None:
+            meshdir = texturedir = element.get("assetdir")
+        if element.get("meshdir") is not None:
+            meshdir = element.get("meshdir")
+        if element.get("texturedir") is not None:
+            texturedir = element.get("texturedir")
+        if element.get("strippath") is not None:
+            strip = element.get("strippath") == "true"
+    for element in elements:
+        tag = element.tag
+        for directory, table in ((meshdir, MESHDIR_FILES), (texturedir, TEXTUREDIR_FILES)):
+            for attribute in table.get(tag, ()):
+                name = element.get(attribute)
+                if name:
+                    found.append(_resolve(root_dir, directory, name, strip))
+        if tag == "model" and element.get("file"):
+            # <asset><model file=...>: a whole MJCF model attached by <attach>; it resolves its own paths.
+            model = _resolve(root_dir, None, element.get("file"), strip=False)
+            found.append(model)
+            if model.is_file() and model not in seen:
+                seen.add(model)
+                found.extend(_model_references(model, seen))
+    return found
+
+
+def mjcf_references(path: str | Path) -> list[Path]:
+    """Every file the MJCF model at ``path`` references, recursively, whether it exists or not.
+
+    Raises ConversionError when the model file or an existing included file cannot be read as XML at all.
+    """
+    path = Path(path).absolute()
+    unique: dict[Path, None] = {}
+    for found in _model_references(path, {path}):
+        unique.setdefault(Path(found), None)
+    return list(unique)

@@ -1,0 +1,199 @@
+"""A robot's shapes: primitives, mesh shapes referencing ``/Prototypes/<mesh>`` (geometry layer, one per
+mesh file and scale, with its parts' own materials), colliders (``CollisionAPI``, ``MeshCollisionAPI``),
+merged visual meshes, and convex decomposition with CoACD when asked for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import trimesh
+from pxr import Sdf
+
+from usdforge.rules.conversion_warnings import warn
+from usdforge.rules.robot.layers import RobotLayers
+from usdforge.rules.robot.materials import Materials, color_key, image_key, material_key
+from usdforge.rules.robot.meshes import MeshLibrary, MeshPart
+from usdforge.rules.robot.model import Link, Material, Shape
+from usdforge.rules.usd import layer as sdf
+from usdforge.rules.usd.stage import unique_name
+
+T = Sdf.ValueTypeNames
+
+
+class Shapes:
+    """Writes the shapes of a robot's links; ``options`` is the writer's ``RobotUsdOptions``."""
+
+    def __init__(self, layers: RobotLayers, options, meshes: MeshLibrary, materials: Materials, source: Path):
+        self.layers = layers
+        self.options = options
+        self.meshes = meshes
+        self.materials = materials
+        self.source = source
+        self._prototypes: dict[tuple, tuple[Sdf.Path, list[str]]] = {}
+        self._prototype_names: set[str] = set()
+        self._decomposer_missing_warned = False
+
+    def shape(self, path: Sdf.Path, shape: Shape) -> None:
+        g = shape.geometry
+        if g.kind == "mesh":
+            self._mesh_shape(path, shape)
+            return
+        if g.kind == "box":
+            spec = self.layers.spec("base", path, "Cube")
+            sdf.attribute(spec, "size", T.Double, 1.0)
+            sdf.xform(spec, shape.pose, g.size)
+        elif g.kind == "sphere":
+            spec = self.layers.spec("base", path, "Sphere")
+            sdf.attribute(spec, "radius", T.Double, float(g.radius))
+            sdf.xform(spec, shape.pose)
+        elif g.kind in ("cylinder", "capsule"):
+            spec = self.layers.spec("base", path, "Cylinder" if g.kind == "cylinder" else "Capsule")
+            sdf.attribute(spec, "radius", T.Double, float(g.radius))
+            sdf.attribute(spec, "height", T.Double, float(g.length))
+            sdf.attribute(spec, "axis", T.Token, "Z", uniform=True)
+            sdf.xform(spec, shape.pose)
+        elif g.kind == "plane":
+            spec = self.layers.spec("base", path, "Plane")
+            # MJCF: size = half extents, 0 for infinite (a large finite plane stands in).
+            width, length = (2.0 * s if s > 0 else 1000.0 for s in (tuple(g.size) + (0.0, 0.0))[:2])
+            sdf.attribute(spec, "width", T.Double, float(width))
+            sdf.attribute(spec, "length", T.Double, float(length))
+            sdf.attribute(spec, "axis", T.Token, "Z", uniform=True)
+            sdf.xform(spec, shape.pose)
+        elif g.kind == "ellipsoid" or g.trimesh is not None:
+            mesh = g.trimesh if g.trimesh is not None else \
+                trimesh.creation.icosphere(subdivisions=3).apply_scale(np.asarray(g.size, float))
+            spec = sdf.mesh(self.layers.layer("base"), path, np.asarray(mesh.vertices), np.asarray(mesh.faces))
+            sdf.xform(spec, shape.pose)
+        else:
+            raise ValueError(f"unknown geometry kind {g.kind!r}")
+        sdf.custom_attributes(spec, shape.custom)
+        self.materials.bind(spec, shape)
+        if shape.collision:
+            inline_mesh = g.kind == "ellipsoid" or g.trimesh is not None
+            self._collider(path, mesh_parts=["."] if inline_mesh else None)
+
+    def _mesh_shape(self, path: Sdf.Path, shape: Shape) -> None:
+        g = shape.geometry
+        decompose = shape.collision and self.options.mesh_approximation == "convexDecomposition" \
+            and self.options.decompose and self._decomposer() is not None
+        prototype, parts = self._prototype(g.mesh, g.scale, decompose)
+        spec = self.layers.spec("base", path, "Xform")
+        sdf.xform(spec, shape.pose)
+        self.layers.reference(spec, "base", "geometry", prototype)
+        if not shape.collision and self.options.make_instanceable:
+            sdf.set_instanceable(spec)
+        sdf.custom_attributes(spec, shape.custom)
+        self.materials.bind(spec, shape)
+        if shape.collision:
+            self._collider(path, mesh_parts=parts, approximation="convexHull" if decompose else None)
+
+    def _collider(self, path: Sdf.Path, mesh_parts: list[str] | None = None,
+                  approximation: str | None = None) -> None:
+        """CollisionAPI on a primitive, or on each mesh part (+ MeshCollisionAPI approximation)."""
+        if mesh_parts is None:
+            sdf.apply_schemas(self.layers.over("physics", path), "PhysicsCollisionAPI")
+            return
+        for part in mesh_parts:
+            spec = self.layers.over("physics", path if part == "." else path.AppendChild(part))
+            sdf.apply_schemas(spec, "PhysicsCollisionAPI", "PhysicsMeshCollisionAPI")
+            sdf.attribute(spec, "physics:approximation", T.Token, approximation or self.options.mesh_approximation,
+                          uniform=True)
+
+    def merged_visuals(self, scope: Sdf.Path, link: Link, visuals: list[Shape]) -> None:
+        """merge_mesh: one mesh per (shape material, part material) of the link's visual meshes."""
+        groups: dict[tuple, list[tuple[Material | None, MeshPart]]] = {}
+        names: set[str] = set()
+        for shape in visuals:
+            if shape.geometry.kind != "mesh":
+                self.shape(scope.AppendChild(unique_name(shape.name, names)), shape)
+                continue
+            for part in self.meshes.parts(shape.geometry.mesh, shape.geometry.scale):
+                key = (material_key(shape.material), color_key(part.color), str(part.texture), image_key(part.image))
+                moved = part._replace(points=part.points @ shape.pose[:3, :3].T + shape.pose[:3, 3],
+                                      normals=None if part.normals is None else part.normals @ shape.pose[:3, :3].T)
+                groups.setdefault(key, []).append((shape.material, moved))
+        for index, items in enumerate(groups.values()):
+            material, parts = items[0][0], [part for _, part in items]
+            merged = concatenate(parts)
+            spec = sdf.mesh(self.layers.layer("base"), scope.AppendChild(unique_name(f"merged_{index}", names)),
+                            merged.points, merged.faces, normals=merged.normals, normal_indices=merged.normal_indices,
+                            uv=merged.uv, colors=merged.colors)
+            if material is not None:
+                sdf.bind_material(spec, self.materials.look(material))
+            elif merged.color is not None or merged.texture is not None or merged.image is not None:
+                sdf.bind_material(spec, self.materials.look_for(merged.color, merged.image, f"{link.name}_material",
+                                                             merged.texture))
+
+    def _decomposer(self):
+        try:
+            import coacd  # noqa: PLC0415 - optional extra
+        except ImportError:
+            if not self._decomposer_missing_warned:
+                self._decomposer_missing_warned = True
+                warn(self.source, "convex decomposition asked for but CoACD is not installed (pip install "
+                     "'usdforge[decomposition]'): physics:approximation = convexDecomposition is authored for the "
+                     "engine to decompose")
+            return None
+        return coacd
+
+    def _prototype(self, mesh: Path, scale: tuple[float, float, float], decompose: bool) -> tuple[Sdf.Path, list[str]]:
+        """The ``/Prototypes/<name>`` prim of (file, scale[, decomposed]) and its part prim names."""
+        key = (str(mesh), tuple(scale), decompose)
+        if key in self._prototypes:
+            return self._prototypes[key]
+        layer = self.layers.layer("geometry")
+        prototypes = Sdf.Path("/Prototypes")
+        sdf.prim(layer, prototypes, specifier=Sdf.SpecifierClass)
+        name = unique_name(f"{Path(mesh).stem}_{Path(mesh).suffix.lstrip('.').lower()}"
+                           + ("_convex" if decompose else ""), self._prototype_names)
+        path = prototypes.AppendChild(name)
+        sdf.prim(layer, path, "Xform")
+        parts = self.meshes.parts(mesh, scale)
+        if decompose:
+            parts = self._decompose(parts)
+        part_names: list[str] = []
+        taken = {"Looks"}
+        for part in parts:
+            part_name = unique_name(part.name, taken)
+            part_names.append(part_name)
+            spec = sdf.mesh(layer, path.AppendChild(part_name), part.points, part.faces, normals=part.normals,
+                            normal_indices=part.normal_indices, uv=part.uv, colors=part.colors)
+            if part.color is not None or part.texture is not None or part.image is not None:
+                material = self.materials.material(part.color, part.texture, part.image, f"{Path(mesh).stem}_{part_name}")
+                look = path.AppendChild("Looks").AppendChild(material)
+                if layer.GetPrimAtPath(look) is None:
+                    sdf.prim(layer, look.GetParentPath(), "Scope")
+                    self.layers.reference(sdf.prim(layer, look, "Material"), "geometry", "materials",
+                                          Sdf.Path("/Materials").AppendChild(material))
+                sdf.bind_material(spec, look)
+        self._prototypes[key] = (path, part_names)
+        return self._prototypes[key]
+
+    def _decompose(self, parts: list[MeshPart]) -> list[MeshPart]:
+        coacd = self._decomposer()
+        whole = concatenate(parts)
+        hulls = coacd.run_coacd(coacd.Mesh(np.asarray(whole.points), np.asarray(whole.faces)), seed=0)
+        return [MeshPart(f"hull_{i}", np.asarray(vertices, float), np.asarray(faces, np.int64))
+                for i, (vertices, faces) in enumerate(hulls)]
+
+
+def concatenate(parts: list[MeshPart]) -> MeshPart:
+    """Parts as one mesh (normals and UVs kept only when every part has them in the same layout)."""
+    offsets = np.cumsum([0] + [len(p.points) for p in parts])
+    faces = np.concatenate([p.faces + offset for p, offset in zip(parts, offsets)])
+    normals, normal_indices = None, None
+    if all(p.normals is not None and p.normal_indices is not None for p in parts):
+        normal_offsets = np.cumsum([0] + [len(p.normals) for p in parts])
+        normals = np.concatenate([p.normals for p in parts])
+        normal_indices = np.concatenate([p.normal_indices + offset for p, offset in zip(parts, normal_offsets)])
+    elif all(p.normals is not None for p in parts):
+        normals = np.concatenate([p.face_varying_normals() for p in parts])
+    uv = None
+    if all(p.uv is not None and len(p.uv) == 3 * len(p.faces) for p in parts):
+        uv = np.concatenate([p.uv for p in parts])
+    colors = np.concatenate([p.colors for p in parts]) if all(p.colors is not None for p in parts) else None
+    first = parts[0]
+    return MeshPart(first.name, np.concatenate([p.points for p in parts]), faces, normals, uv, colors,
+                    first.color, first.texture, first.image, normal_indices)

@@ -1,0 +1,103 @@
+"""The layers a robot is written into, by role (``rules.outputs.ROBOT_LAYER_FILES``): one ``Sdf.Layer`` per
+payload file and the interface layer that loads them, or one layer for every role in single-file mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pxr import Sdf, Usd
+
+from usdforge.rules.outputs import ROBOT_LAYER_FILES
+from usdforge.rules.usd import layer as sdf
+from usdforge.rules.usd.stage import relative_asset_path
+
+#: Payload order of the interface layer, strongest first.
+PAYLOAD_ORDER = ("physx", "newton", "mujoco", "physics", "materials", "base")
+T = Sdf.ValueTypeNames
+
+
+def source_name(spec: Sdf.PrimSpec, name: str) -> None:
+    """Record a prim's name in the source (prim names are made valid USD identifiers)."""
+    sdf.attribute(spec, "usdforge:sourceName", T.String, name, custom=True)
+
+
+class RobotLayers:
+    """The layers being written, by role; one layer for every role in single-file mode.
+
+    Every layer is an ``Sdf.Layer`` whose identifier is its final path (``rules.usd.layer.new_layer``),
+    so that relative references between the layers resolve while authoring (for the Usd stages a
+    callback opens on them); ``save`` writes each in its file's format (usda, or crate for ``.usd``) and,
+    when layered, the interface layer.
+    """
+
+    def __init__(self, root_name: str, out_dir: Path, usd_file_name: str, layered: bool):
+        self.root = Sdf.Path.absoluteRootPath.AppendChild(root_name)
+        self.layered = layered
+        self.main_file = out_dir / usd_file_name
+        self.files = {role: (out_dir / relative if layered else self.main_file)
+                      for role, relative in ROBOT_LAYER_FILES.items()}
+        self.layers: dict[str, Sdf.Layer] = {}
+        self._stages: dict[str, Usd.Stage] = {}
+        for role, file in self.files.items():
+            existing = next((layer for r, layer in self.layers.items() if self.files[r] == file), None)
+            if existing is None:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                existing = sdf.new_layer(str(file))
+                if role != "geometry":
+                    existing.defaultPrim = root_name
+                    sdf.prim(existing, self.root, "Xform" if role == "base" else "",
+                             Sdf.SpecifierDef if role == "base" else Sdf.SpecifierOver)
+            self.layers[role] = existing
+
+    def layer(self, role: str) -> Sdf.Layer:
+        """The layer of a role."""
+        return self.layers[role]
+
+    def stage(self, role: str) -> Usd.Stage:
+        """A Usd stage on ``role``'s layer (opened once, for callbacks that use the Usd API)."""
+        layer = self.layers[role]
+        key = layer.identifier
+        if key not in self._stages:
+            self._stages[key] = Usd.Stage.Open(layer, Usd.Stage.LoadNone)
+        return self._stages[key]
+
+    def spec(self, role: str, path: Sdf.Path, type_name: str = "") -> Sdf.PrimSpec:
+        """A ``def`` prim spec in ``role``'s layer."""
+        return sdf.prim(self.layers[role], path, type_name)
+
+    def over(self, role: str, path: Sdf.Path) -> Sdf.PrimSpec:
+        """An ``over`` in ``role``'s layer, or the spec already there (one layer in single-file mode)."""
+        return sdf.over(self.layers[role], path)
+
+    def reference(self, spec: Sdf.PrimSpec, from_role: str, to_role: str, target: Sdf.Path) -> None:
+        """Reference ``target`` of ``to_role``'s layer from ``spec`` in ``from_role``'s layer."""
+        same = self.files[from_role] == self.files[to_role]
+        sdf.add_reference(spec, "" if same else relative_asset_path(self.files[to_role], self.files[from_role].parent),
+                          target)
+
+    def asset_path(self, role: str, file: Path) -> str:
+        """``file`` as an asset path relative to ``role``'s layer."""
+        return relative_asset_path(file, self.files[role].parent)
+
+    def save(self, name: str) -> list[Path]:
+        """Write every layer (and, when layered, the interface layer); return the files, main file last."""
+        self._stages.clear()
+        self.layers["base"].GetPrimAtPath(self.root).SetInfo("assetInfo", {"name": name})
+        layers = {self.files[role]: layer for role, layer in self.layers.items()}  # one layer per file
+        if self.layered:
+            layers[self.main_file] = self._interface(name)
+        for file, layer in layers.items():
+            if not layer.Save(force=True):
+                raise OSError(f"could not write {file}")
+        return list(layers)
+
+    def _interface(self, name: str) -> Sdf.Layer:
+        """The interface layer: ``/<robot>`` with payloads on the layers, strongest first."""
+        interface = sdf.new_layer(str(self.main_file))
+        interface.defaultPrim = self.root.name
+        root = sdf.prim(interface, self.root, "Xform")
+        root.SetInfo("assetInfo", {"name": name})
+        root.payloadList.prependedItems = [
+            Sdf.Payload(relative_asset_path(self.files[role], self.main_file.parent), self.root)
+            for role in PAYLOAD_ORDER]
+        return interface

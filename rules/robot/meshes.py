@@ -1,0 +1,186 @@
+"""Mesh files of a robot, each read once per conversion: parts baked into the robot's metres, with
+materials, and their volume properties. No pxr here.
+
+Every format is read by ``rules.mesh.read.load_parts`` (trimesh; pycollada for COLLADA; binary and ASCII STL,
+binary ones whose header begins with "solid" included). For robots, COLLADA's ``<unit meter>`` is applied
+(a file in centimetres comes out in metres, as RViz and Gazebo show it); its ``<up_axis>`` is not (RViz
+ignores it too, and robot descriptions are authored for RViz). A part's node transform and the robot's
+per-shape ``scale`` are baked into the vertices, so every mesh prim sits at identity in its shape frame
+and physics engines never see a scaled collider. Points are welded (one per position); the normals a file
+gives (COLLADA, OBJ) and its UVs are kept, face-varying.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, NamedTuple
+
+import numpy as np
+import trimesh
+
+from usdforge.rules.errors import ConversionError
+from usdforge.rules.mesh.read import load_parts
+from usdforge.rules.mesh.references import mesh_references
+
+
+class MeshPart(NamedTuple):
+    """One triangle mesh of a file, in the file's frame until baked (then in the shape's frame).
+
+    points (V, 3) m; faces (F, 3); normals: face-varying (F·3, 3) or None, or, with normal_indices (F·3,),
+    the distinct normals (N, 3) those index corner by corner (MuJoCo's compiled meshes, about half the
+    data); uv: face-varying (F·3, 2) or per-vertex (V, 2) or None; colors: per-vertex RGBA (V, 4) in [0, 1]
+    or None; color: the part's material colour (RGBA) or None; texture: its texture file, or image: an
+    in-memory (PIL) texture.
+    """
+
+    name: str
+    points: np.ndarray
+    faces: np.ndarray
+    normals: np.ndarray | None = None
+    uv: np.ndarray | None = None
+    colors: np.ndarray | None = None
+    color: tuple[float, float, float, float] | None = None
+    texture: Path | None = None
+    image: Any = None
+    normal_indices: np.ndarray | None = None
+
+    def face_varying_normals(self) -> np.ndarray | None:
+        """The normals corner by corner (F·3, 3), indexed or not; None when the part has none."""
+        if self.normals is None or self.normal_indices is None:
+            return self.normals
+        return self.normals[self.normal_indices]
+
+    def trimesh(self) -> trimesh.Trimesh:
+        return trimesh.Trimesh(self.points, self.faces, process=False)
+
+
+class VolumeProperties(NamedTuple):
+    """Volume (m³), centre of volume (3,) m and inertia (3, 3) kg·m² per kg/m³ about it, in the shape frame."""
+
+    volume: float
+    center: np.ndarray
+    inertia: np.ndarray
+
+
+@contextmanager
+def _quiet_trimesh() -> Iterator[None]:
+    """trimesh logs a traceback for each texture it cannot find; usdforge reports missing files itself."""
+    logger = logging.getLogger("trimesh")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
+    """``part`` with the affine ``matrix`` (4, 4) applied; a mirroring matrix flips the winding."""
+    linear = matrix[:3, :3]
+    points = part.points @ linear.T + matrix[:3, 3]
+    faces, normals, normal_indices, uv = part.faces, part.normals, part.normal_indices, part.uv
+    if normals is not None:
+        normals = normals @ np.linalg.inv(linear)
+        normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-300)
+    if np.linalg.det(linear) < 0:
+        faces = faces[:, ::-1]
+        if normal_indices is not None:
+            normal_indices = normal_indices.reshape(-1, 3)[:, ::-1].reshape(-1)
+        elif normals is not None:
+            normals = normals.reshape(-1, 3, 3)[:, ::-1].reshape(-1, 3)
+        if uv is not None and len(uv) == 3 * len(part.faces):
+            uv = uv.reshape(-1, 3, 2)[:, ::-1].reshape(-1, 2)
+    return part._replace(points=points, faces=np.ascontiguousarray(faces), normals=normals,
+                         normal_indices=normal_indices, uv=uv)
+
+
+def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> MeshPart:
+    """A part of a mesh as trimesh reads it without processing, welded to one point per position: the
+    file's normals and UVs become face-varying, so welding loses none of them. Per-vertex colours keep the
+    vertices as they are."""
+    from usdforge.rules.usd.stage import material_of
+
+    color, image = material_of(mesh)
+    points = np.asarray(mesh.vertices, dtype=float)
+    faces = np.asarray(mesh.faces, dtype=np.int64)
+    normals = None
+    if "vertex_normals" in mesh._cache:  # given by the file (else trimesh computes them); its exporters check so
+        normals = np.asarray(mesh.vertex_normals, dtype=float)[faces].reshape(-1, 3)
+    uv = getattr(mesh.visual, "uv", None)
+    uv = np.asarray(uv, dtype=float)[faces].reshape(-1, 2) if uv is not None and len(uv) == len(points) else None
+    colors = None
+    if getattr(mesh.visual, "kind", None) in ("vertex", "face"):
+        rgba = np.asarray(mesh.visual.vertex_colors, dtype=float) / 255.0
+        colors = rgba if len(rgba) == len(points) else None
+    if colors is None:
+        unique, inverse = trimesh.grouping.unique_rows(points)  # one sort; first-seen order costs two more
+        points, faces = points[unique], inverse[faces]
+    part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=color, image=image)
+    return _bake(part, transform)
+
+
+class MeshLibrary:
+    """Reads each mesh file once and bakes each (file, scale) once; failures are cached too."""
+
+    def __init__(self) -> None:
+        self._files: dict[Path, list[MeshPart] | ConversionError] = {}
+        self._baked: dict[tuple[Path, tuple[float, float, float]], list[MeshPart]] = {}
+        self._volumes: dict[tuple[Path, tuple[float, float, float]], VolumeProperties] = {}
+
+    def _read(self, path: Path) -> list[MeshPart]:
+        with _quiet_trimesh():
+            loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
+        # STL has no node names (trimesh names a part after the file or its header): the file's stem.
+        stl = path.suffix.lower() == ".stl"
+        return [_from_trimesh(path.stem if stl else part.name, part.mesh, part.transform) for part in loaded]
+
+    def _file_parts(self, path: Path) -> list[MeshPart]:
+        cached = self._files.get(path)
+        if cached is None:
+            try:
+                cached = self._read(path)
+            except ConversionError as exc:
+                cached = exc
+            self._files[path] = cached
+        if isinstance(cached, ConversionError):
+            raise cached
+        return cached
+
+    def parts(self, path: Path, scale: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> list[MeshPart]:
+        """The file's parts in the shape frame, scaled by ``scale`` (3,). Raises ConversionError when the
+        file is missing, unreadable, of an unsupported format, or holds no triangles."""
+        key = (Path(path), tuple(float(s) for s in scale))
+        if key not in self._baked:
+            parts = self._file_parts(key[0])
+            self._baked[key] = parts if key[1] == (1.0, 1.0, 1.0) else \
+                [_bake(part, np.diag([*key[1], 1.0])) for part in parts]
+        return self._baked[key]
+
+    def provide(self, path: Path, parts: list[MeshPart]) -> None:
+        """Use ``parts`` (in the file's frame) for ``path`` instead of reading it: for a source reader that
+        already holds the geometry (MJCF: MuJoCo's compiled meshes). ``path`` need not exist."""
+        self._files[Path(path)] = list(parts)
+
+    def missing_references(self, path: Path) -> list[Path]:
+        """Files the mesh file names (textures, MTL) that do not exist."""
+        return [p for p in mesh_references(Path(path)) if not p.is_file()]
+
+    def volume(self, path: Path, scale: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> VolumeProperties:
+        """Volume properties of the scaled file, of its convex hull when the surface is not closed."""
+        key = (Path(path), tuple(float(s) for s in scale))
+        if key not in self._volumes:
+            mesh = trimesh.util.concatenate([part.trimesh() for part in self.parts(*key)])
+            mesh.merge_vertices()
+            if not mesh.is_volume:
+                # An open or inconsistently wound surface has no meaningful volume: its hull does.
+                mesh = mesh.convex_hull
+            volume = float(abs(mesh.volume))
+            if volume <= 0.0:
+                self._volumes[key] = VolumeProperties(0.0, np.zeros(3), np.zeros((3, 3)))
+            else:
+                mesh.density = 1.0
+                self._volumes[key] = VolumeProperties(volume, np.asarray(mesh.center_mass, dtype=float),
+                                                      np.asarray(mesh.moment_inertia, dtype=float))
+        return self._volumes[key]

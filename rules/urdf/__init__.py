@@ -1,0 +1,1 @@
+"""URDF → the format-neutral Robot: XML reading, package:// paths, every element, joint drives, and the files a URDF references."""

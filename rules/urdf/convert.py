@@ -1,0 +1,90 @@
+"""URDF → USD: ``UrdfConverterCfg`` applied to the robot ``rules.urdf.read`` reads, written by the shared
+``rules.robot.writer`` writer (docs/usd_layout.md).
+
+The steps, in order: read (every element; recoverable problems are ``ConversionWarning``s naming file,
+line and element; unrecoverable ones ``ConversionError``s before anything is written) → colliders copied
+from visuals (``collision_from_visuals``) → cylinders to capsules → mimic couplings dropped
+(``convert_mimic_joints_to_normal_joints``) → fixed joints merged (``merge_fixed_joints``; ghost links on
+fixed joints always become frames) → base and articulation root → masses for massless links
+(``link_density``, else a placeholder) → drives (``joint_drive``) → USD.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from usdforge.rules.conversion_warnings import warn
+from usdforge.rules.errors import ConversionError
+from usdforge.rules.outputs import resolve_usd_file_name
+from usdforge.rules.robot.inertia import resolve_massless
+from usdforge.rules.robot.meshes import MeshLibrary
+from usdforge.rules.robot.merge import merge_fixed_joints, owner_of
+from usdforge.rules.robot.model import Geometry, Link, Robot, Shape
+from usdforge.rules.robot.writer import RobotUsdOptions, write_robot
+from usdforge.rules.urdf.drives import apply_joint_drives
+from usdforge.rules.urdf.read import read_urdf
+from usdforge.schemas.urdf_cfg import UrdfConverterCfg
+
+
+def packages_of(cfg: UrdfConverterCfg) -> dict[str, str]:
+    """ROS package name → folder, from ``cfg.ros_package_paths``."""
+    return {entry["name"]: entry["path"] for entry in cfg.ros_package_paths}
+
+
+def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) -> Robot:
+    """The Robot ``cfg`` describes, every cfg rule applied, ready to write."""
+    asset = Path(cfg.asset_path)
+    meshes = meshes or MeshLibrary()
+    robot = read_urdf(asset, packages_of(cfg), meshes)
+    if cfg.collision_from_visuals:
+        for link in robot.links:
+            if not any(shape.collision for shape in link.shapes):
+                link.shapes += [_as_collider(shape) for shape in link.shapes]
+    if cfg.replace_cylinders_with_capsules:
+        for link in robot.links:
+            for shape in link.shapes:
+                if shape.collision and shape.geometry.kind == "cylinder":
+                    g = shape.geometry
+                    shape.geometry = Geometry("capsule", radius=g.radius, length=g.length)
+    if cfg.convert_mimic_joints_to_normal_joints:
+        for joint in robot.joints:
+            if joint.mimic is not None:
+                # The source's coupling stays readable; no engine couples the joints any more.
+                joint.custom.update({"urdf:mimic:joint": joint.mimic.joint, "urdf:mimic:multiplier":
+                                     joint.mimic.multiplier, "urdf:mimic:offset": joint.mimic.offset})
+                joint.mimic = None
+    links = {link.name: link for link in robot.links}
+    merge_fixed_joints(robot, (lambda joint: True) if cfg.merge_fixed_joints
+                       else (lambda joint: _is_ghost(links[joint.child])))
+    robot.fixed_base = cfg.fix_base
+    if cfg.root_link_name is not None:
+        body = owner_of(robot, cfg.root_link_name)
+        if body is None:
+            raise ConversionError(asset, f"root_link_name '{cfg.root_link_name}' is not a link of the robot "
+                                         "(or is its world link)")
+        robot.articulation_root = body
+    resolve_massless(robot, cfg.link_density, meshes,
+                     lambda link, message: warn(asset, message, f"<link name=\"{link.name}\">"))
+    apply_joint_drives(robot, cfg.joint_drive, asset)
+    return robot
+
+
+def convert(cfg: UrdfConverterCfg, out_dir: Path) -> list[Path]:
+    """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
+    place atomically). Raises ConversionError on bad input, before writing anything."""
+    meshes = MeshLibrary()
+    robot = robot_from_urdf(cfg, meshes)
+    usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
+    options = RobotUsdOptions.from_cfg(cfg)
+    return write_robot(robot, Path(out_dir), usd_file_name, options, meshes)
+
+
+def _is_ghost(link: Link) -> bool:
+    """No shapes and no mass: a frame, not a body."""
+    return not link.shapes and link.inertial is None
+
+
+def _as_collider(shape: Shape) -> Shape:
+    return Shape(f"{shape.name}_collision", shape.geometry, shape.pose.copy(), True,
+                 custom={**shape.custom, "usdforge:fromVisual": shape.name})
+

@@ -1,0 +1,51 @@
+"""Files a URDF references: meshes and textures, and the files those meshes reference (MTL, images),
+missing ones included. Paths are resolved with ``rules.urdf.paths.resolve_uri``, the converter's own
+function, from the same elements the converter reads.
+
+No pxr here: doit's scan tasks run this in the parent process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from usdforge.rules.errors import ConversionError
+from usdforge.rules.mesh.references import mesh_references
+from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
+from usdforge.rules.urdf.xml import load_urdf_xml
+
+#: Where the converter reads file names: (XPath from <robot>, attribute).
+FILE_ELEMENTS = (
+    ("link/visual/geometry/mesh", "filename"),
+    ("link/collision/geometry/mesh", "filename"),
+    ("material/texture", "filename"),
+    ("link/visual/material/texture", "filename"),
+)
+
+
+def urdf_references(path: str | Path, packages: dict[str, str]) -> list[Path]:
+    """Every file the URDF at ``path`` references, recursively, in document order (duplicates removed).
+
+    A URDF that cannot be parsed references nothing here (the conversion reports its error); a URI that
+    names no local file (an unknown package, http://) is left out: there is no file to watch.
+    """
+    path = Path(path)
+    try:
+        root, _ = load_urdf_xml(path)
+    except ConversionError:
+        return []
+    found: list[Path] = []
+    for xpath, attribute in FILE_ELEMENTS:
+        for element in root.iterfind(xpath):
+            uri = element.get(attribute)
+            if not uri:
+                continue
+            try:
+                file = resolve_uri(uri, path.parent, packages)
+            except UnresolvedUri:
+                continue
+            if file not in found:
+                found.append(file)
+                if element.tag == "mesh":
+                    found.extend(p for p in mesh_references(file) if p not in found)
+    return found

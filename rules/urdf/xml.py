@@ -1,0 +1,74 @@
+"""Reading URDF XML: lxml with ``rules.xml.SAFE_XML``, a recovery for a broken XML declaration, and the
+small helpers every URDF reader needs (element descriptions, numbers, vectors). No pxr here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from lxml import etree
+
+from usdforge.rules.errors import ConversionError
+from usdforge.rules.xml import SAFE_XML
+
+_DECLARATION = re.compile(rb"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
+
+
+def load_urdf_xml(path: Path) -> tuple[etree._Element, list[str]]:
+    """The root element of the URDF at ``path`` and the recoveries made (messages for warnings).
+
+    A malformed XML declaration (``<?xml versio="1.0"?>``) is dropped and the file re-parsed; any other
+    XML error is a ConversionError naming the line.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConversionError(path, f"cannot read the file ({exc.strerror or exc})") from None
+    try:
+        return etree.fromstring(data, SAFE_XML), []
+    except etree.XMLSyntaxError as exc:
+        match = _DECLARATION.match(data)
+        if match is not None:
+            # Keep the line numbers: the declaration is replaced by as many newlines as it spanned.
+            repaired = b"\n" * match.group(0).count(b"\n") + data[match.end():]
+            try:
+                root = etree.fromstring(repaired, SAFE_XML)
+            except etree.XMLSyntaxError:
+                pass  # the declaration was not the only problem: report the original error below
+            else:
+                return root, [f"malformed XML declaration ignored ({exc.msg})"]
+        raise ConversionError(path, f"not well-formed XML: {exc.msg}", line=exc.lineno) from None
+
+
+def describe(element: etree._Element) -> str:
+    """``<joint name="elbow">`` (or ``<visual>`` when unnamed), for messages."""
+    tag = element.tag if isinstance(element.tag, str) else "?"
+    name = element.get("name")
+    return f'<{tag} name="{name}">' if name is not None else f"<{tag}>"
+
+
+def numbers(element: etree._Element, attribute: str, count: int | tuple[int, ...], file: Path,
+            default: tuple[float, ...] | None = None) -> tuple[float, ...] | None:
+    """The attribute as ``count`` finite floats (``count`` may list allowed lengths); ``default`` when the
+    attribute is absent. A malformed value is a ConversionError naming the element and line."""
+    text = element.get(attribute)
+    if text is None:
+        return default
+    allowed = (count,) if isinstance(count, int) else count
+    try:
+        values = tuple(float(token) for token in text.split())
+    except ValueError:
+        values = ()
+    if len(values) not in allowed or not all(math.isfinite(v) for v in values):
+        want = " or ".join(str(n) for n in allowed)
+        raise ConversionError(file, f"{attribute}=\"{text}\": expected {want} finite number(s)", describe(element),
+                              element.sourceline)
+    return values
+
+
+def number(element: etree._Element, attribute: str, file: Path, default: float | None = None) -> float | None:
+    """The attribute as one finite float, ``default`` when absent; ConversionError when malformed."""
+    values = numbers(element, attribute, 1, file)
+    return default if values is None else values[0]

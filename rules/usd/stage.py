@@ -1,0 +1,221 @@
+"""USD-authoring helpers shared by the rules: stages, meshes, preview materials, transforms, inertia.
+
+The mesh rule builds its stages with these helpers (pxr's typed Usd API) and saves them into a folder; the
+pipeline moves that folder's files into place atomically. The robot writer authors at the Sdf layer level
+instead (``rules.usd.layer``: thousands of specs, several times faster) and shares the naming and
+pose helpers here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import trimesh
+from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade, Vt
+
+from usdforge.rules.usd.layer import principal_axes
+
+
+
+_NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+
+
+def usd_identifier(name: str) -> str:
+    """A valid USD prim name for ``name``: other characters become ``_``; a leading digit gets ``_``."""
+    cleaned = _NOT_IDENTIFIER.sub("_", name) or "_"
+    return "_" + cleaned if cleaned[0].isdigit() else cleaned
+
+
+def new_stage(root_name: str, path: Path | None = None, root_type: str = "Xform") -> tuple[Usd.Stage, Usd.Prim]:
+    """A stage with usdforge's metadata (Z up, metres, kilograms) and its default prim ``/<root_name>``.
+
+    path: the file the stage will be saved to (``save_stage``), so relative references resolve while
+        authoring; None for an in-memory stage (``export_stage``).
+    """
+    stage = Usd.Stage.CreateNew(str(path)) if path is not None else Usd.Stage.CreateInMemory()
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    UsdPhysics.SetStageKilogramsPerUnit(stage, 1.0)
+    root = stage.DefinePrim(Sdf.Path.absoluteRootPath.AppendChild(usd_identifier(root_name)), root_type)
+    stage.SetDefaultPrim(root)
+    return stage, root
+
+
+def export_stage(stage: Usd.Stage, path: Path) -> Path:
+    """Write an in-memory stage's root layer to ``path`` (``.usda`` text, ``.usd``/``.usdc`` binary)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not stage.GetRootLayer().Export(str(path)):
+        raise OSError(f"could not write {path}")
+    return path
+
+
+def save_stage(stage: Usd.Stage) -> Path:
+    """Save a stage made with ``new_stage(..., path)`` to its file."""
+    layer = stage.GetRootLayer()
+    if not layer.Save():
+        raise OSError(f"could not write {layer.realPath}")
+    return Path(layer.realPath)
+
+
+def unique(name: str, taken: set[str]) -> str:
+    """``name``, suffixed ``_1``, ``_2`` … until it is not in ``taken``; adds it there."""
+    candidate, counter = name, 0
+    while candidate in taken:
+        counter += 1
+        candidate = f"{name}_{counter}"
+    taken.add(candidate)
+    return candidate
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """A prim name for ``name``: ``usd_identifier(name)`` made unique in ``taken`` (see ``unique``)."""
+    return unique(usd_identifier(name), taken)
+
+
+def set_local_transform(prim: Usd.Prim, translation: Iterable[float] = (0.0, 0.0, 0.0),
+                        orientation_wxyz: Iterable[float] = (1.0, 0.0, 0.0, 0.0),
+                        scale: Iterable[float] | None = None) -> None:
+    """Author translate / orient (double precision) / optional scale ops on ``prim``, replacing any."""
+    xformable = UsdGeom.Xformable(prim)
+    xformable.ClearXformOpOrder()
+    xformable.AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*map(float, translation)))
+    w, x, y, z = map(float, orientation_wxyz)
+    xformable.AddOrientOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Quatd(w, Gf.Vec3d(x, y, z)))
+    if scale is not None:
+        xformable.AddScaleOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*map(float, scale)))
+
+
+def matrix_to_pose(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A 4×4 affine matrix (column vectors) → translation (3,), quaternion (w, x, y, z) (4,), scale (3,)."""
+    translation = matrix[:3, 3].copy()
+    linear = matrix[:3, :3]
+    scale = np.linalg.norm(linear, axis=0)
+    rotation = linear / np.where(scale == 0, 1.0, scale)
+    if np.linalg.det(rotation) < 0:  # a mirror: keep a proper rotation and put the flip into the scale
+        scale[0] = -scale[0]
+        rotation[:, 0] = -rotation[:, 0]
+    quat = trimesh.transformations.quaternion_from_matrix(np.block([[rotation, np.zeros((3, 1))],
+                                                                     [np.zeros((1, 3)), np.ones((1, 1))]]))
+    if quat[0] < 0:
+        quat = -quat
+    return translation, quat, scale
+
+
+def author_mesh(stage: Usd.Stage, path: Sdf.Path | str, mesh: trimesh.Trimesh) -> UsdGeom.Mesh:
+    """A ``UsdGeom.Mesh`` at ``path`` with points, triangles, vertex normals, UVs and colours of ``mesh``.
+
+    Colours: one colour for the whole mesh becomes a constant ``displayColor`` (and ``displayOpacity``);
+    per-vertex colours a vertex primvar. UVs go to ``primvars:st`` (vertex interpolation).
+    """
+    usd_mesh = UsdGeom.Mesh.Define(stage, path)
+    vertices = np.asarray(mesh.vertices, dtype=np.float32)
+    faces = np.asarray(mesh.faces, dtype=np.int32)
+    usd_mesh.CreatePointsAttr(Vt.Vec3fArray.FromNumpy(vertices))
+    usd_mesh.CreateFaceVertexCountsAttr(Vt.IntArray.FromNumpy(np.full(len(faces), 3, dtype=np.int32)))
+    usd_mesh.CreateFaceVertexIndicesAttr(Vt.IntArray.FromNumpy(faces.reshape(-1)))
+    usd_mesh.CreateSubdivisionSchemeAttr(UsdGeom.Tokens.none)
+    if len(vertices):
+        usd_mesh.CreateExtentAttr(Vt.Vec3fArray.FromNumpy(np.stack([vertices.min(0), vertices.max(0)])))
+        normals = np.asarray(mesh.vertex_normals, dtype=np.float32)
+        usd_mesh.CreateNormalsAttr(Vt.Vec3fArray.FromNumpy(normals))
+        usd_mesh.SetNormalsInterpolation(UsdGeom.Tokens.vertex)
+    primvars = UsdGeom.PrimvarsAPI(usd_mesh)
+    uv = getattr(mesh.visual, "uv", None)
+    if uv is not None and len(uv) == len(vertices):
+        st = primvars.CreatePrimvar("st", Sdf.ValueTypeNames.TexCoord2fArray, UsdGeom.Tokens.vertex)
+        st.Set(Vt.Vec2fArray.FromNumpy(np.asarray(uv, dtype=np.float32)))
+    colors = _vertex_colors(mesh)
+    if colors is not None:
+        unique = np.unique(colors, axis=0)
+        if len(unique) == 1:
+            usd_mesh.CreateDisplayColorAttr(Vt.Vec3fArray.FromNumpy(unique[:, :3].astype(np.float32)))
+            usd_mesh.CreateDisplayOpacityAttr(Vt.FloatArray.FromNumpy(unique[:, 3].astype(np.float32)))
+        else:
+            display = primvars.CreatePrimvar("displayColor", Sdf.ValueTypeNames.Color3fArray,
+                                             UsdGeom.Tokens.vertex)
+            display.Set(Vt.Vec3fArray.FromNumpy(colors[:, :3].astype(np.float32)))
+    return usd_mesh
+
+
+def _vertex_colors(mesh: trimesh.Trimesh) -> np.ndarray | None:
+    """Per-vertex RGBA in [0, 1] when the mesh file gave colours (not trimesh's default grey), else None."""
+    visual = mesh.visual
+    if getattr(visual, "kind", None) not in ("vertex", "face"):
+        return None
+    colors = np.asarray(visual.vertex_colors, dtype=np.float64) / 255.0
+    return colors if len(colors) == len(mesh.vertices) else None
+
+
+def material_of(mesh: trimesh.Trimesh) -> tuple[tuple[float, float, float, float] | None, object | None]:
+    """The base colour (RGBA in [0, 1]) and texture image (PIL image or None) of a textured mesh."""
+    material = getattr(mesh.visual, "material", None)
+    if material is None:
+        return None, None
+    image = getattr(material, "baseColorTexture", None) or getattr(material, "image", None)
+    factor = getattr(material, "baseColorFactor", None)
+    if factor is None:
+        factor = getattr(material, "main_color", None)
+    color = None
+    if factor is not None:
+        rgba = np.asarray(factor, dtype=np.float64).reshape(-1)
+        rgba = rgba / 255.0 if rgba.max() > 1.0 else rgba
+        color = tuple(float(v) for v in (list(rgba) + [1.0] * 4)[:4])
+    return color, image
+
+
+def author_preview_material(stage: Usd.Stage, path: Sdf.Path | str,
+                            color: tuple[float, float, float, float] | None = None,
+                            texture_file: str | None = None) -> UsdShade.Material:
+    """A ``UsdPreviewSurface`` material: a constant diffuse colour and opacity, or a texture via ``st``.
+
+    texture_file: asset path as it should be written (relative to the layer that holds the material).
+    """
+    material = UsdShade.Material.Define(stage, path)
+    shader = UsdShade.Shader.Define(stage, Sdf.Path(path).AppendChild("PreviewSurface"))
+    shader.CreateIdAttr("UsdPreviewSurface")
+    rgba = color or (0.8, 0.8, 0.8, 1.0)
+    shader.CreateInput("roughness", Sdf.ValueTypeNames.Float).Set(0.5)
+    shader.CreateInput("opacity", Sdf.ValueTypeNames.Float).Set(float(rgba[3]))
+    if texture_file is None:
+        shader.CreateInput("diffuseColor", Sdf.ValueTypeNames.Color3f).Set(Gf.Vec3f(*rgba[:3]))
+    else:
+        reader = UsdShade.Shader.Define(stage, Sdf.Path(path).AppendChild("TexCoordReader"))
+        reader.CreateIdAttr("UsdPrimvarReader_float2")
+        reader.CreateInput("varname", Sdf.ValueTypeNames.String).Set("st")
+        texture = UsdShade.Shader.Define(stage, Sdf.Path(path).AppendChild("DiffuseTexture"))
+        texture.CreateIdAttr("UsdUVTexture")
+        texture.CreateInput("file", Sdf.ValueTypeNames.Asset).Set(texture_file)
+        texture.CreateInput("st", Sdf.ValueTypeNames.Float2).ConnectToSource(
+            reader.ConnectableAPI(), "result")
+        texture.CreateInput("wrapS", Sdf.ValueTypeNames.Token).Set("repeat")
+        texture.CreateInput("wrapT", Sdf.ValueTypeNames.Token).Set("repeat")
+        texture.CreateOutput("rgb", Sdf.ValueTypeNames.Float3)
+        shader.CreateInput("diffuseColor", Sdf.ValueTypeNames.Color3f).ConnectToSource(
+            texture.ConnectableAPI(), "rgb")
+    material.CreateSurfaceOutput().ConnectToSource(shader.ConnectableAPI(), "surface")
+    return material
+
+
+def bind_material(prim: Usd.Prim, material: UsdShade.Material) -> None:
+    """Bind ``material`` to ``prim`` (applies ``MaterialBindingAPI``)."""
+    UsdShade.MaterialBindingAPI.Apply(prim).Bind(material)
+
+
+def relative_asset_path(target: Path, layer_dir: Path) -> str:
+    """``target`` relative to the folder of the layer that references it, ``./``-prefixed, POSIX slashes."""
+    relative = Path(os.path.relpath(target, layer_dir)).as_posix()
+    return relative if relative.startswith("../") else f"./{relative}"
+
+
+def author_mass(prim: Usd.Prim, mass: float, center_of_mass: Iterable[float], inertia_tensor: np.ndarray) -> None:
+    """Author mass, centerOfMass, diagonalInertia and principalAxes together (every engine needs all four)."""
+    mass_api = UsdPhysics.MassAPI.Apply(prim)
+    moments, quat = principal_axes(inertia_tensor)
+    mass_api.CreateMassAttr(float(mass))
+    mass_api.CreateCenterOfMassAttr(Gf.Vec3f(*map(float, center_of_mass)))
+    mass_api.CreateDiagonalInertiaAttr(Gf.Vec3f(*map(float, moments)))
+    mass_api.CreatePrincipalAxesAttr(Gf.Quatf(float(quat[0]), Gf.Vec3f(*map(float, quat[1:]))))

@@ -1,0 +1,1 @@
+"""Verification of converted USD against its source, with the source's own oracle."""

@@ -1,0 +1,51 @@
+"""usdforge: robot and asset descriptions (URDF, MJCF, meshes) → simulation-ready OpenUSD, and batched JAX IK.
+
+One namespace for the whole project; the repository's top-level folders are its subpackages::
+
+    from usdforge import UrdfConverter, UrdfConverterCfg     # converters and cfgs (Isaac Lab's names)
+    import usdforge.solvers                                    # JAX kinematics and differential IK
+    usdforge.pipeline  usdforge.rules  usdforge.schemas        # build system, conversion rules, cfgs
+
+Names are imported on first use, so ``import usdforge`` imports neither pxr nor trimesh, MuJoCo or JAX.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pkgutil import extend_path
+from typing import Any
+
+# The subpackages live in the repository's top-level folders (pyproject.toml maps them under this
+# namespace). Run from a checkout with a non-editable install, this folder shadows the installed
+# ``usdforge``; extending the path lets its subpackages be found in the installed copy.
+__path__ = extend_path(__path__, __name__)
+
+from usdforge.schemas._version import __version__  # noqa: E402 - after the path is complete
+
+_CONVERTERS = ("AssetConverterBase", "MeshConverter", "UrdfConverter", "MjcfConverter", "converter_for")
+
+
+def _module_of(name: str) -> str | None:
+    if name in _CONVERTERS:
+        return "usdforge.pipeline.converters"
+    if name in ("solvers", "pipeline", "rules", "schemas"):
+        return f"usdforge.{name}"
+    from usdforge import schemas
+
+    if name in schemas.__all__:
+        return "usdforge.schemas"
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    module = _module_of(name)
+    if module is None:
+        raise AttributeError(f"module 'usdforge' has no attribute {name!r}")
+    imported = importlib.import_module(module)
+    return imported if module == f"usdforge.{name}" else getattr(imported, name)
+
+
+def __dir__() -> list[str]:
+    from usdforge import schemas
+
+    return sorted({*globals(), *_CONVERTERS, *schemas.__all__, "solvers", "pipeline", "rules", "schemas"})
