@@ -20,7 +20,7 @@ from usdforge.pipeline.atomic import build_atomically
 from usdforge.pipeline.fingerprint import digests, file_digest
 from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
 from usdforge.pipeline.references import referenced_files
-from usdforge.rules.outputs import instanceable_meshes_path, key_file_name, resolve_usd_file_name
+from usdforge.rules.outputs import key_file_name, meshes_layer, resolve_usd_file_name
 from usdforge.schemas import cfg_to_dict, config_digest
 
 log = logging.getLogger("usdforge")
@@ -110,9 +110,12 @@ class AssetConverterBase:
         return str(self._usd_dir / self._usd_file_name)
 
     @property
-    def usd_instanceable_meshes_path(self) -> str:
-        """The meshes layer, relative to ``usd_dir`` (so references resolve after moving the folder)."""
-        return instanceable_meshes_path(self._usd_file_name)
+    def usd_instanceable_meshes_path(self) -> str | None:
+        """The file holding the instanceable meshes, relative to ``usd_dir`` (so references resolve after
+        moving the folder): ``Props/<stem>_meshes.usd`` of a mesh with ``make_instanceable``, the geometry
+        payload ``payloads/geometry.usd`` of a layered robot; None when the meshes are in the main file."""
+        return meshes_layer(self.kind, self._usd_file_name, self.cfg.make_instanceable,
+                            getattr(self.cfg, "run_asset_transformer", False))
 
 
 class MeshConverter(AssetConverterBase):

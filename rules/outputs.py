@@ -26,8 +26,17 @@ def usd_stem(usd_file_name: str) -> str:
 
 
 def instanceable_meshes_path(usd_file_name: str) -> str:
-    """The meshes layer, relative to usd_dir: ``Props/<stem>_meshes.usd`` (binary: it holds geometry)."""
+    """The mesh rule's meshes layer, relative to usd_dir: ``Props/<stem>_meshes.usd`` (binary geometry)."""
     return f"{PROPS_DIR}/{usd_stem(usd_file_name)}_meshes.usd"
+
+
+def meshes_layer(kind: str, usd_file_name: str, make_instanceable: bool, run_asset_transformer: bool) -> str | None:
+    """The file (relative to usd_dir) that holds a conversion's instanceable meshes, or None when the
+    meshes live in the main file: the mesh rule's ``Props/<stem>_meshes.usd`` with ``make_instanceable``;
+    a layered robot's geometry payload (``payloads/geometry.usd``)."""
+    if kind == "mesh":
+        return instanceable_meshes_path(usd_file_name) if make_instanceable else None
+    return ROBOT_LAYER_FILES["geometry"] if run_asset_transformer else None
 
 
 def key_file_name(usd_file_name: str) -> str:
@@ -36,15 +45,17 @@ def key_file_name(usd_file_name: str) -> str:
 
 
 #: Layers of a robot's layered output (``run_asset_transformer``) by role, relative to usd_dir, besides
-#: the interface layer ``<stem>.usda``; as Isaac Lab's asset transformer lays them out, plus Newton's layer.
-#: base: bodies, frames, shapes; geometry: mesh prototypes (binary); materials: looks; physics: UsdPhysics
-#: (bodies, mass, colliders, joints, drives, articulation); physx / newton / mujoco: engine attributes.
+#: the interface layer ``<stem>.usda``; named as Isaac Lab's asset transformer names them (case matters),
+#: plus Newton's layer. base: bodies and frames; instances: the visual and collision shapes; geometry: mesh
+#: prototypes (binary); materials: looks; physics: UsdPhysics (bodies, mass, colliders, joints, drives,
+#: articulation); physx / newton / mujoco: engine attributes.
 ROBOT_LAYER_FILES = {
     "base": "payloads/base.usda",
+    "instances": "payloads/instances.usda",
     "geometry": "payloads/geometry.usd",
     "materials": "payloads/materials.usda",
     "physics": "payloads/Physics/physics.usda",
-    "physx": "payloads/Physics/physx.usda",
+    "physx": "payloads/Physics/physX.usda",
     "newton": "payloads/Physics/newton.usda",
     "mujoco": "payloads/Physics/mujoco.usda",
 }

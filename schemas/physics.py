@@ -79,16 +79,16 @@ def approximation_field(default: str, allowed: tuple[str, ...] = MESH_APPROXIMAT
 def deprecate_field_alias(cfg: Any, alias: str, canonical: str) -> None:
     """Forward a deprecated field to its canonical replacement (call from ``__attrs_post_init__``).
 
-    When ``alias`` is set: one ``DeprecationWarning``; the value is copied into ``canonical`` if that is
-    None (when both are set, the canonical value wins); the alias is then reset to None so that writers and
-    serialization only ever see the canonical name.
+    When only ``alias`` is set: one ``DeprecationWarning`` and the value is copied into ``canonical``. When
+    both are set the canonical value wins, silently (as Isaac Lab does). Either way the alias is then reset
+    to None so that writers and serialization only ever see the canonical name.
     """
     value = getattr(cfg, alias)
     if value is None:
         return
-    warnings.warn(f"{type(cfg).__name__}.{alias} is deprecated; use {canonical!r} instead", DeprecationWarning,
-                  stacklevel=4)
     if getattr(cfg, canonical) is None:
+        warnings.warn(f"{type(cfg).__name__}.{alias} is deprecated; use {canonical!r} instead", DeprecationWarning,
+                      stacklevel=4)
         object.__setattr__(cfg, canonical, value)
     object.__setattr__(cfg, alias, None)
 
@@ -184,8 +184,8 @@ class JointDriveBaseCfg:
         "force"). Written to ``drive:<axis>:physics:type``.
     max_force: Maximum drive force in N (linear) or torque in N·m (angular), float >= 0. Default None
         (leave as authored; fallback unlimited). Written to ``drive:<axis>:physics:maxForce``.
-    max_effort: Deprecated alias of max_force (DeprecationWarning; copied into max_force when that is
-        None, else discarded; always None after construction).
+    max_effort: Deprecated alias of max_force (alone: DeprecationWarning, copied into max_force; with
+        max_force set: discarded silently; always None after construction).
     stiffness: Drive stiffness, float >= 0, in N/m (linear) or N·m/rad (angular). Default None (leave as
         authored). Written to ``drive:<axis>:physics:stiffness``, per degree for angular drives.
     damping: Drive damping, float >= 0, in N·s/m (linear) or N·m·s/rad (angular). Default None (leave as

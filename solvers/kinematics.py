@@ -204,20 +204,30 @@ def _offset_transform(ee_offset: Sequence[float] | None) -> np.ndarray:
 
 def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _HostArrays:
     """Fold the tree into the chain and tree arrays (float64, NumPy)."""
-    # Independent coordinates in authored joint order; followers map onto their leaders.
+    # The coordinates are the chain's: the independent joints between the root and the end-effector body,
+    # in authored joint order, plus the leaders of chain joints that mimic one off the chain. Followers map
+    # onto their leaders; every other joint of the tree (fingers beyond the hand, other limbs) stays at its
+    # rest position, so its Jacobian column would be zero and it is no coordinate.
+    path = tree.path_to(ee)
     dofs = [d for s in tree.joints for d in s.dofs]
-    joint_names = tuple(d.name for d in dofs if d.mimic is None)
+    by_name = {d.name: d for d in dofs}
+    on_chain = {d.name for j in path for d in tree.joints[j].dofs}
+    independent = {d.name for d in dofs if d.name in on_chain and d.mimic is None}
+    independent |= {d.mimic.leader for d in dofs if d.name in on_chain and d.mimic is not None}
+    joint_names = tuple(d.name for d in dofs if d.name in independent)
     col = {n: i for i, n in enumerate(joint_names)}
     mimic = tuple(
-        MimicJoint(d.name, d.mimic.leader, d.mimic.multiplier, d.mimic.offset) for d in dofs if d.mimic is not None
+        MimicJoint(d.name, d.mimic.leader, d.mimic.multiplier, d.mimic.offset)
+        for d in dofs if d.mimic is not None and d.mimic.leader in col
     )
-    by_name = {d.name: d for d in dofs}
 
     def coords(dof) -> tuple[int, float, float]:
         if dof is None:
             return (-1, 0.0, 0.0)
         if dof.mimic is None:
-            return (col[dof.name], 1.0, 0.0)
+            return (col[dof.name], 1.0, 0.0) if dof.name in col else (-1, 0.0, 0.0)
+        if dof.mimic.leader not in col:
+            return (-1, 0.0, 0.0)
         return (col[dof.mimic.leader], float(dof.mimic.multiplier), float(dof.mimic.offset))
 
     lower = np.array([by_name[n].lower for n in joint_names])
@@ -230,7 +240,6 @@ def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _Hos
         return invert_transform(world(spec.parent)) @ tree.rest_world[spec.child]
 
     # Chain: a list of constant transforms and motions, then consecutive constants folded.
-    path = tree.path_to(ee)
     start = tree.joints[path[0]].parent if path else ee
     items: list[Any] = [world(start)]
     for j in path:

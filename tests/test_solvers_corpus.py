@@ -119,40 +119,53 @@ def mujoco_reference(model, kin: Kinematics, q: np.ndarray, ee_names: list[str])
     return poses, jacobians
 
 
+def chain_joints(model: mujoco.MjModel, ee: str) -> set[str]:
+    """MuJoCo's hinge and slide joints on the way from the root to body ``ee``."""
+    body = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, ee)
+    names = set()
+    while body > 0:
+        names |= {mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(model.njnt)
+                  if model.jnt_bodyid[j] == body and int(model.jnt_type[j]) in HINGE_SLIDE}
+        body = model.body_parentid[body]
+    return names
+
+
 def compare(name: str, workdir: Path, dtype, tol: float) -> None:
+    """Per end-effector: its chain's coordinates at random values (every other joint at rest), every body's
+    pose and the end-effector's pose and Jacobian against MuJoCo's."""
     usd, model = converted(name, workdir)
     align_axes_to_usd(model, usd)
-    ee_names = ROBOTS[name][1]
     tree = read_kinematic_tree(usd)
-    kins = {ee: Kinematics.from_tree(tree, ee, dtype=dtype) for ee in ee_names}
-    kin = kins[ee_names[0]]
-    # Every MuJoCo hinge/slide joint is a coordinate or a mimic follower.
-    movable = {mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(model.njnt)
-               if int(model.jnt_type[j]) in HINGE_SLIDE}
-    assert set(kin.joint_names) | {m.name for m in kin.mimic} == movable
-    rng = np.random.default_rng(2024)
-    lo, hi = np.asarray(kin.lower, np.float64), np.asarray(kin.upper, np.float64)
-    q = rng.uniform(np.where(np.isfinite(lo), lo, -np.pi), np.where(np.isfinite(hi), hi, np.pi),
-                    size=(CONFIGURATIONS, kin.num_joints))
-    q_in = q.astype(np.dtype(dtype))
-    all_pos, all_quat = (np.asarray(a, np.float64) for a in forward_kinematics_all(kin, q_in))
-    ee = {e: [np.asarray(a, np.float64) for a in forward_kinematics_and_jacobian(k, q_in)] for e, k in kins.items()}
-    compared = 0
-    for i in range(CONFIGURATIONS):
-        poses, jacobians = mujoco_reference(model, kin, q_in[i].astype(np.float64), ee_names)
-        for b, body in enumerate(kin.body_names):
-            if body not in poses:  # a USD-only frame (none expected for these robots)
-                continue
-            ref_pos, ref_quat = poses[body]
-            np.testing.assert_allclose(all_pos[i, b], ref_pos, atol=tol, err_msg=f"{name} {body} position")
-            quat_err = min(np.abs(all_quat[i, b] - ref_quat).max(), np.abs(all_quat[i, b] + ref_quat).max())
-            assert quat_err <= tol, f"{name} {body} orientation off by {quat_err}"
-            compared += 1
-        for e in ee_names:
-            np.testing.assert_allclose(ee[e][0][i], poses[e][0], atol=tol, err_msg=f"{name} ee {e}")
-            np.testing.assert_allclose(ee[e][2][i], jacobians[e], atol=tol, err_msg=f"{name} Jacobian of {e}")
-    # Every MuJoCo body (world aside) was compared in every configuration.
-    assert compared == CONFIGURATIONS * (model.nbody - 1)
+    for ee_name in ROBOTS[name][1]:
+        kin = Kinematics.from_tree(tree, ee_name, dtype=dtype)
+        # The coordinates are exactly the joints on the chain (besides leaders that chain joints mimic);
+        # followers of chain joints are listed as mimics.
+        on_chain = chain_joints(model, ee_name)
+        leaders = {m.leader for m in kin.mimic if m.name in on_chain}
+        assert set(kin.joint_names) - leaders == on_chain - {m.name for m in kin.mimic}
+        rng = np.random.default_rng(2024)
+        lo, hi = np.asarray(kin.lower, np.float64), np.asarray(kin.upper, np.float64)
+        q = rng.uniform(np.where(np.isfinite(lo), lo, -np.pi), np.where(np.isfinite(hi), hi, np.pi),
+                        size=(CONFIGURATIONS, kin.num_joints))
+        q_in = q.astype(np.dtype(dtype))
+        all_pos, all_quat = (np.asarray(a, np.float64) for a in forward_kinematics_all(kin, q_in))
+        ee_pos, _, ee_jac = (np.asarray(a, np.float64) for a in forward_kinematics_and_jacobian(kin, q_in))
+        compared = 0
+        for i in range(CONFIGURATIONS):
+            poses, jacobians = mujoco_reference(model, kin, q_in[i].astype(np.float64), [ee_name])
+            for b, body in enumerate(kin.body_names):
+                if body not in poses:  # a USD-only frame (none expected for these robots)
+                    continue
+                ref_pos, ref_quat = poses[body]
+                np.testing.assert_allclose(all_pos[i, b], ref_pos, atol=tol, err_msg=f"{name} {body} position")
+                quat_err = min(np.abs(all_quat[i, b] - ref_quat).max(), np.abs(all_quat[i, b] + ref_quat).max())
+                assert quat_err <= tol, f"{name} {body} orientation off by {quat_err}"
+                compared += 1
+            np.testing.assert_allclose(ee_pos[i], poses[ee_name][0], atol=tol, err_msg=f"{name} ee {ee_name}")
+            np.testing.assert_allclose(ee_jac[i], jacobians[ee_name], atol=tol,
+                                       err_msg=f"{name} Jacobian of {ee_name}")
+        # Every MuJoCo body (world aside) was compared in every configuration.
+        assert compared == CONFIGURATIONS * (model.nbody - 1)
 
 
 @pytest.mark.parametrize("name", list(ROBOTS))

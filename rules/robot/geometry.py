@@ -40,21 +40,21 @@ class Shapes:
             self._mesh_shape(path, shape)
             return
         if g.kind == "box":
-            spec = self.layers.spec("base", path, "Cube")
+            spec = self.layers.spec("instances", path, "Cube")
             sdf.attribute(spec, "size", T.Double, 1.0)
             sdf.xform(spec, shape.pose, g.size)
         elif g.kind == "sphere":
-            spec = self.layers.spec("base", path, "Sphere")
+            spec = self.layers.spec("instances", path, "Sphere")
             sdf.attribute(spec, "radius", T.Double, float(g.radius))
             sdf.xform(spec, shape.pose)
         elif g.kind in ("cylinder", "capsule"):
-            spec = self.layers.spec("base", path, "Cylinder" if g.kind == "cylinder" else "Capsule")
+            spec = self.layers.spec("instances", path, "Cylinder" if g.kind == "cylinder" else "Capsule")
             sdf.attribute(spec, "radius", T.Double, float(g.radius))
             sdf.attribute(spec, "height", T.Double, float(g.length))
             sdf.attribute(spec, "axis", T.Token, "Z", uniform=True)
             sdf.xform(spec, shape.pose)
         elif g.kind == "plane":
-            spec = self.layers.spec("base", path, "Plane")
+            spec = self.layers.spec("instances", path, "Plane")
             # MJCF: size = half extents, 0 for infinite (a large finite plane stands in).
             width, length = (2.0 * s if s > 0 else 1000.0 for s in (tuple(g.size) + (0.0, 0.0))[:2])
             sdf.attribute(spec, "width", T.Double, float(width))
@@ -64,7 +64,7 @@ class Shapes:
         elif g.kind == "ellipsoid" or g.trimesh is not None:
             mesh = g.trimesh if g.trimesh is not None else \
                 trimesh.creation.icosphere(subdivisions=3).apply_scale(np.asarray(g.size, float))
-            spec = sdf.mesh(self.layers.layer("base"), path, np.asarray(mesh.vertices), np.asarray(mesh.faces))
+            spec = sdf.mesh(self.layers.layer("instances"), path, np.asarray(mesh.vertices), np.asarray(mesh.faces))
             sdf.xform(spec, shape.pose)
         else:
             raise ValueError(f"unknown geometry kind {g.kind!r}")
@@ -79,9 +79,9 @@ class Shapes:
         decompose = shape.collision and self.options.mesh_approximation == "convexDecomposition" \
             and self.options.decompose and self._decomposer() is not None
         prototype, parts = self._prototype(g.mesh, g.scale, decompose)
-        spec = self.layers.spec("base", path, "Xform")
+        spec = self.layers.spec("instances", path, "Xform")
         sdf.xform(spec, shape.pose)
-        self.layers.reference(spec, "base", "geometry", prototype)
+        self.layers.reference(spec, "instances", "geometry", prototype)
         if not shape.collision and self.options.make_instanceable:
             sdf.set_instanceable(spec)
         sdf.custom_attributes(spec, shape.custom)
@@ -117,7 +117,7 @@ class Shapes:
         for index, items in enumerate(groups.values()):
             material, parts = items[0][0], [part for _, part in items]
             merged = concatenate(parts)
-            spec = sdf.mesh(self.layers.layer("base"), scope.AppendChild(unique_name(f"merged_{index}", names)),
+            spec = sdf.mesh(self.layers.layer("instances"), scope.AppendChild(unique_name(f"merged_{index}", names)),
                             merged.points, merged.faces, normals=merged.normals, normal_indices=merged.normal_indices,
                             uv=merged.uv, colors=merged.colors)
             if material is not None:

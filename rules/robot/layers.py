@@ -12,7 +12,7 @@ from usdforge.rules.usd import layer as sdf
 from usdforge.rules.usd.stage import relative_asset_path
 
 #: Payload order of the interface layer, strongest first.
-PAYLOAD_ORDER = ("physx", "newton", "mujoco", "physics", "materials", "base")
+PAYLOAD_ORDER = ("physx", "newton", "mujoco", "physics", "materials", "instances", "base")
 T = Sdf.ValueTypeNames
 
 

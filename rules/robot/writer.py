@@ -5,7 +5,8 @@ Output (``write_robot``):
 
 - layered (``RobotUsdOptions.layered``, Isaac Lab's ``run_asset_transformer``): the interface layer
   ``<stem>.usda`` whose default prim ``/<robot>`` has payloads on the layers of
-  ``rules.outputs.ROBOT_LAYER_FILES`` (strongest first: physx, newton, mujoco, physics, materials, base);
+  ``rules.outputs.ROBOT_LAYER_FILES`` (strongest first: physx, newton, mujoco, physics, materials,
+  instances, base);
   every layer authors the same prim paths, so its opinions land on the right prims. Otherwise one file.
 - ``/<robot>/<link>``: an Xform per body at its rest world pose (translate + orient), with
   ``usdforge:sourceName`` and source custom data; ``visuals/`` and ``collisions/`` (purpose guide) hold
@@ -187,7 +188,7 @@ class _RobotWriter:
         collisions = [s for s in link.shapes if s.collision]
         if visuals:
             scope = path.AppendChild("visuals")
-            self.layers.spec("base", scope, "Xform")
+            self.layers.spec("instances", scope, "Xform")
             if self.options.merge_mesh:
                 self.shapes.merged_visuals(scope, link, visuals)
             else:
@@ -196,7 +197,7 @@ class _RobotWriter:
                     self.shapes.shape(scope.AppendChild(unique_name(shape.name, names)), shape)
         if collisions:
             scope = path.AppendChild("collisions")
-            sdf.attribute(self.layers.spec("base", scope, "Xform"), "purpose", T.Token, "guide", uniform=True)
+            sdf.attribute(self.layers.spec("instances", scope, "Xform"), "purpose", T.Token, "guide", uniform=True)
             names = set()
             for shape in collisions:
                 self.shapes.shape(scope.AppendChild(unique_name(shape.name, names)), shape)
