@@ -196,7 +196,7 @@ def test_inertia_is_rotated_into_the_link_frame_and_decomposed():
     axes = np.array(Gf.Matrix3d(Gf.Rotation(Gf.Quatd(q.GetReal(), Gf.Vec3d(q.GetImaginary())))).GetTranspose())
     tensor = axes @ np.diag(moments) @ axes.T
     r, p, y = 0.3, -0.4, 0.5
-    from usdforge.rules.urdf.read import rpy_matrix
+    from usdforge.rules.urdf.source import rpy_matrix
 
     rotation = rpy_matrix((r, p, y))
     urdf = np.array([[2.0, 0.5, 0.25], [0.5, 1.0, -0.1], [0.25, -0.1, 3.0]])

@@ -94,9 +94,10 @@ def test_a_lost_collider_is_reported(tmp_path):
     assert verify_urdf(CONFORMANCE / "meshes.urdf", result.usd).ok
     copy = tmp_path / "meshes"
     shutil.copytree(result.usd.parent, copy)
-    base = Usd.Stage.Open(str(copy / "payloads" / "base.usda"))
-    collisions = next(p for p in base.Traverse() if p.GetName() == "collisions")
-    base.RemovePrim(collisions.GetChildren()[0].GetPath())
-    base.GetRootLayer().Save()
+    # The shapes live in the instances layer (over the bodies that the base layer defines).
+    instances = Usd.Stage.Open(str(copy / "payloads" / "instances.usda"))
+    collisions = next(p for p in instances.TraverseAll() if p.GetName() == "collisions")
+    instances.RemovePrim(collisions.GetAllChildren()[0].GetPath())
+    instances.GetRootLayer().Save()
     report = verify_urdf(CONFORMANCE / "meshes.urdf", copy / result.usd.name)
     assert any("colliders, the URDF gives" in p for p in report.problems), str(report)

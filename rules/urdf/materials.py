@@ -1,0 +1,51 @@
+"""URDF ``<material>``: global definitions and the inline or named material of a visual."""
+
+from __future__ import annotations
+
+import numpy as np
+from lxml import etree
+
+from usdforge.rules.robot.model import Material
+from usdforge.rules.urdf.source import UrdfSource
+from usdforge.rules.urdf.xml import numbers
+
+
+def read_material(src: UrdfSource, element: etree._Element) -> Material | None:
+    """A ``<material>``: its own colour/texture, else the global material it names (None, with a warning,
+    when it names none that exists)."""
+    name = element.get("name")
+    color_element, texture_element = element.find("color"), element.find("texture")
+    if color_element is None and texture_element is None:
+        if name is None:
+            src.warn("material with no name, colour or texture ignored", element)
+            return None
+        if name not in src.materials:
+            src.warn(f"material '{name}' is not defined; ignored", element)
+            return None
+        return src.materials[name]
+    color = None
+    if color_element is not None:
+        rgba = numbers(color_element, "rgba", 4, src.path)
+        if rgba is None:
+            src.warn("<color> without rgba ignored", color_element)
+        else:
+            color = tuple(float(np.clip(v, 0.0, 1.0)) for v in rgba)
+    texture = None
+    if texture_element is not None:
+        texture = src.file(texture_element, "filename", "texture")
+    return Material(name or "", color, texture)
+
+
+def read_global_materials(src: UrdfSource, root: etree._Element) -> None:
+    """The ``<robot>``'s own ``<material>`` children → ``src.materials`` (the first of a name wins)."""
+    for element in root.findall("material"):
+        name = element.get("name")
+        if not name:
+            src.warn("material without a name ignored (nothing can refer to it)", element)
+            continue
+        if name in src.materials:
+            src.warn(f"material '{name}' is defined twice; the first definition is used", element)
+            continue
+        material = read_material(src, element)
+        if material is not None:
+            src.materials[name] = material
