@@ -1,6 +1,6 @@
 """The ``usdforge`` command line: one-off conversions without a library.
 
-    usdforge convert IN OUT_DIR [--package NAME=DIR]... [--config CFG.toml] [--force]
+    usdforge convert IN OUT_DIR [--package NAME=DIR]... [--allow-root DIR]... [--config CFG.toml] [--force]
 
 Writes ``OUT_DIR/<name>.usd`` (plus its layers). Any user error is one line on stderr and exit status 1;
 nothing is written.
@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("out_dir", metavar="OUT_DIR", help="output folder")
     convert.add_argument("--package", metavar="NAME=DIR", type=_package, action="append", default=[],
                          help="folder of ROS package NAME, for URDF package:// URIs (repeatable)")
+    convert.add_argument("--allow-root", metavar="DIR", action="append", default=[],
+                         help="also let IN reference files (meshes, textures, includes) under DIR; by default "
+                              "only IN's folder and its packages are allowed (repeatable)")
     convert.add_argument("--config", metavar="CFG.toml", type=Path,
                          help="TOML table of converter cfg fields (e.g. fix_base = true)")
     convert.add_argument("--kind", choices=("mesh", "urdf", "mjcf"), help="override the kind guessed from IN")
@@ -75,6 +78,8 @@ def convert_command(args: argparse.Namespace) -> str:
             raise ConfigError(f"--package: only URDF input takes packages, {args.input} is {kind}")
         table["ros_package_paths"] = [*table.get("ros_package_paths", []),
                                       *({"name": n, "path": str(Path(d).absolute())} for n, d in args.package)]
+    if args.allow_root:
+        table["allowed_roots"] = [*table.get("allowed_roots", []), *(str(Path(d).absolute()) for d in args.allow_root)]
     try:
         cfg = structure_cfg(table, cfg_class(kind))
     except ConfigError as exc:

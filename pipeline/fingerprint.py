@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 _CHUNK = 1 << 20
 
 
 def file_digest(path: str | Path) -> str:
-    """SHA-256 (hex) of the file's bytes; ``"missing"`` when there is no such file."""
+    """SHA-256 (hex) of the file's bytes; ``"missing"`` when there is no such file, ``"not-a-file"`` when it
+    is not a regular file (a device such as /dev/zero or a FIFO would never end: conversion reports it)."""
     digest = hashlib.sha256()
     try:
-        with open(path, "rb") as stream:
+        # Non-blocking open, then fstat: a FIFO put in the file's place never blocks the hash.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            return "not-a-file"
+        with open(descriptor, "rb") as stream:
             while chunk := stream.read(_CHUNK):
                 digest.update(chunk)
     except FileNotFoundError:
         return "missing"
+    except OSError:  # a symlink loop, a permission: the conversion reports it, with the element naming it
+        return "unreadable"
     return digest.hexdigest()
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import trimesh
 
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import regular_file_problem
 from usdforge.rules.mesh.formats import ASSIMP_FORMATS, MESH_FORMATS, TRIMESH_FORMATS
 
 #: glTF is Y-up by specification; usdforge's stages are Z-up.
@@ -35,8 +36,9 @@ def load_parts(path: Path, units: str | None = None, process: bool = True) -> li
     """
     path = Path(path)
     extension = path.suffix.lower().lstrip(".")
-    if not path.is_file():
-        raise ConversionError(path, "mesh file not found")
+    problem = regular_file_problem(path)
+    if problem is not None:
+        raise ConversionError(path, f"mesh file {problem}")
     if extension in ASSIMP_FORMATS:
         return load_parts_with_assimp(path)
     if extension not in TRIMESH_FORMATS:

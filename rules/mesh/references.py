@@ -44,10 +44,13 @@ def gltf_references(path: Path) -> list[Path]:
     """The external buffers and images a .gltf names (GLB embeds its own)."""
     try:
         document = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, OSError):
         return []
-    uris = [item.get("uri", "") for key in ("buffers", "images") for item in document.get(key, [])]
-    return [path.parent / uri for uri in uris if uri and not uri.startswith("data:")]
+    if not isinstance(document, dict):
+        return []  # not glTF: the mesh reader reports it, naming the file
+    uris = [item.get("uri") for key in ("buffers", "images") if isinstance(document.get(key), list)
+            for item in document[key] if isinstance(item, dict)]
+    return [path.parent / uri for uri in uris if isinstance(uri, str) and uri and not uri.startswith("data:")]
 
 
 def dae_references(path: Path) -> list[Path]:

@@ -82,7 +82,7 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
     place atomically). Raises ConversionError, before writing anything, when MuJoCo cannot parse it."""
     asset = Path(cfg.asset_path)
-    loaded = apply_link_density(load_mjcf(asset), cfg.link_density)
+    loaded = apply_link_density(load_mjcf(asset, cfg.allowed_roots), cfg.link_density)
     model = loaded.model
     name = loaded.spec.modelname or asset.stem
     robot, bodies = read_bodies(loaded, name, fix_base=cfg.fix_base)

@@ -215,9 +215,19 @@ def set_aside_file_textures(spec: mujoco.MjSpec, model_dir: Path) -> dict[int, P
     return files
 
 
-def load_mjcf(path: str | Path) -> LoadedModel:
-    """Parse and compile the MJCF model at ``path`` (see the module docstring)."""
+def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedModel:
+    """Parse and compile the MJCF model at ``path`` (see the module docstring).
+
+    allowed_roots: folders besides the model's own whose files it may reference. Every file the model
+    references (includes, meshes, textures, …) is checked first (``rules.files``): inside those folders, a
+    regular file of bounded size, textures decodable images; MuJoCo never gets to read anything else.
+    """
+    from usdforge.rules.files import check_model_file, check_references, model_roots
+    from usdforge.rules.mjcf.references import mjcf_file_references
+
     path = Path(path).absolute()
+    check_model_file(path)
+    check_references(mjcf_file_references(path), model_roots(path, allowed_roots))
     spec = parse_spec(path)
     textures = set_aside_file_textures(spec, path.parent)
     loaded = compile_repaired(path, spec)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import check_references, model_roots
 from usdforge.rules.outputs import resolve_usd_file_name
 from usdforge.rules.robot.inertia import resolve_massless
 from usdforge.rules.robot.meshes import MeshLibrary
@@ -23,6 +24,8 @@ from usdforge.rules.robot.model import Geometry, Link, Robot, Shape
 from usdforge.rules.robot.writer import RobotUsdOptions, write_robot
 from usdforge.rules.urdf.drives import apply_joint_drives
 from usdforge.rules.urdf.read import read_urdf
+from usdforge.rules.urdf.references import urdf_file_references
+from usdforge.rules.urdf.xml import load_urdf_xml
 from usdforge.schemas.urdf_cfg import UrdfConverterCfg
 
 
@@ -35,6 +38,7 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
     """The Robot ``cfg`` describes, every cfg rule applied, ready to write."""
     asset = Path(cfg.asset_path)
     meshes = meshes or MeshLibrary()
+    check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots)
     robot = read_urdf(asset, packages_of(cfg), meshes)
     if cfg.collision_from_visuals:
         for link in robot.links:
@@ -67,6 +71,15 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
                      lambda link, message: warn(asset, message, f"<link name=\"{link.name}\">"))
     apply_joint_drives(robot, cfg.joint_drive, asset)
     return robot
+
+
+def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple[str, ...]) -> None:
+    """ConversionError, naming the element, for a file the URDF references that lies outside its folder,
+    its package roots and ``allowed_roots``, that is not a regular file of bounded size, or a texture that
+    is not an image (``rules.files``): nothing else reads a file before this check."""
+    root, _ = load_urdf_xml(asset)
+    references, package_roots = urdf_file_references(asset, root, packages)
+    check_references(references, model_roots(asset, [*package_roots, *allowed_roots]))
 
 
 def convert(cfg: UrdfConverterCfg, out_dir: Path) -> list[Path]:

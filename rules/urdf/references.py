@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import Reference, describe_element
 from usdforge.rules.mesh.references import mesh_references
-from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
+from usdforge.rules.urdf.paths import UnresolvedUri, find_package, resolve_uri
 from usdforge.rules.urdf.xml import load_urdf_xml
 
 #: Where the converter reads file names: (XPath from <robot>, attribute).
@@ -21,6 +22,32 @@ FILE_ELEMENTS = (
     ("material/texture", "filename"),
     ("link/visual/material/texture", "filename"),
 )
+
+
+def urdf_file_references(path: Path, root, packages: dict[str, str]) -> tuple[list[Reference], list[Path]]:
+    """(every file the parsed URDF ``root`` references, with the element naming it; the package folders
+    its ``package://`` URIs resolve to). Files a mesh references (MTL, images) are listed under the URDF
+    element that names the mesh. URIs that name no local file are left out (the reader warns)."""
+    found: dict[Path, Reference] = {}
+    package_roots: list[Path] = [Path(folder).absolute() for folder in packages.values()]
+    for xpath, attribute in FILE_ELEMENTS:
+        for element in root.iterfind(xpath):
+            uri = (element.get(attribute) or "").strip()
+            if not uri:
+                continue
+            try:
+                file = resolve_uri(uri, path.parent, packages)
+            except UnresolvedUri:
+                continue
+            if uri.startswith("package://"):
+                package_roots.append(find_package(uri[len("package://"):].partition("/")[0], path.parent,
+                                                  packages).absolute())
+            where = describe_element(element), element.sourceline
+            found.setdefault(file, Reference(file, element.tag, path, *where))
+            if element.tag == "mesh":
+                for part in mesh_references(file):
+                    found.setdefault(part, Reference(part, f"file referenced by mesh {file.name}", path, *where))
+    return list(found.values()), package_roots
 
 
 def urdf_references(path: str | Path, packages: dict[str, str]) -> list[Path]:
@@ -34,18 +61,4 @@ def urdf_references(path: str | Path, packages: dict[str, str]) -> list[Path]:
         root, _ = load_urdf_xml(path)
     except ConversionError:
         return []
-    found: list[Path] = []
-    for xpath, attribute in FILE_ELEMENTS:
-        for element in root.iterfind(xpath):
-            uri = element.get(attribute)
-            if not uri:
-                continue
-            try:
-                file = resolve_uri(uri, path.parent, packages)
-            except UnresolvedUri:
-                continue
-            if file not in found:
-                found.append(file)
-                if element.tag == "mesh":
-                    found.extend(p for p in mesh_references(file) if p not in found)
-    return found
+    return [reference.path for reference in urdf_file_references(path, root, packages)[0]]

@@ -22,12 +22,15 @@ def load_urdf_xml(path: Path) -> tuple[etree._Element, list[str]]:
     A malformed XML declaration (``<?xml versio="1.0"?>``) is dropped and the file re-parsed; any other
     XML error is a ConversionError naming the line.
     """
+    from usdforge.rules.files import check_model_file
+
+    check_model_file(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ConversionError(path, f"cannot read the file ({exc.strerror or exc})") from None
     try:
-        return etree.fromstring(data, SAFE_XML), []
+        return _bounded(path, etree.fromstring(data, SAFE_XML)), []
     except etree.XMLSyntaxError as exc:
         match = _DECLARATION.match(data)
         if match is not None:
@@ -38,8 +41,17 @@ def load_urdf_xml(path: Path) -> tuple[etree._Element, list[str]]:
             except etree.XMLSyntaxError:
                 pass  # the declaration was not the only problem: report the original error below
             else:
-                return root, [f"malformed XML declaration ignored ({exc.msg})"]
+                return _bounded(path, root), [f"malformed XML declaration ignored ({exc.msg})"]
         raise ConversionError(path, f"not well-formed XML: {exc.msg}", line=exc.lineno) from None
+
+
+def _bounded(path: Path, root: etree._Element) -> etree._Element:
+    """``root``, unless the document holds more elements than usdforge converts (``rules.files``)."""
+    from usdforge.rules.files import MAX_ELEMENTS
+
+    if sum(1 for _ in root.iter()) > MAX_ELEMENTS:
+        raise ConversionError(path, f"more than {MAX_ELEMENTS} XML elements: too large to convert")
+    return root
 
 
 def describe(element: etree._Element) -> str:
