@@ -23,6 +23,9 @@ MAX_FILE_BYTES = 2 << 30
 MAX_TEXTURE_PIXELS = 16384 * 16384
 #: Most XML elements in one model file (a 100,000-link robot has about a million).
 MAX_ELEMENTS = 2_000_000
+#: Largest magnitude of a number usdforge writes: USD stores most values as 32-bit floats (at most about
+#: 3.4e38), and unit conversions (radians → degrees, per-degree gains) must not overflow them.
+MAX_MAGNITUDE = 1e30
 #: Longest attribute value quoted in a message, in characters.
 MAX_QUOTE = 120
 

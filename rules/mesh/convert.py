@@ -15,6 +15,7 @@ import trimesh
 from pxr import Sdf, Usd, UsdGeom, UsdPhysics
 
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.usd.finite import names_the_asset
 from usdforge.rules.files import MAX_FILE_BYTES, Reference, check_model_file, check_references, model_roots
 from usdforge.rules.mesh.references import mesh_references
 from usdforge.rules.mesh.read import MeshPart, combined_mesh, load_parts
@@ -92,6 +93,7 @@ def check_mesh_files(asset: Path, allowed_roots: tuple[str, ...] = ()) -> None:
                      model_roots(asset, allowed_roots))
 
 
+@names_the_asset
 def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written.
 

@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 
 from usdforge.rules.conversion_warnings import warn
+from usdforge.rules.usd.finite import names_the_asset
 from usdforge.rules.mjcf.actuators import TRN_JOINT, apply_drives, author_actuators
 from usdforge.rules.mjcf.bodies import read_bodies
 from usdforge.rules.mjcf.contacts import author_contacts
@@ -78,6 +79,7 @@ def unseen_by_engines(model: mujoco.MjModel) -> list[str]:
     return parts
 
 
+@names_the_asset
 def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
     place atomically). Raises ConversionError, before writing anything, when MuJoCo cannot parse it."""

@@ -42,6 +42,19 @@ _KIND_HINTS = (
 _ELEMENT = re.compile(r"Element name '(?P<name>[^']*)', id (?P<id>\d+)(?:, line (?P<line>\d+))?")
 _LINE = re.compile(r"line (?:number=)?(?P<line>\d+)", re.IGNORECASE)
 
+#: MuJoCo's warnings since the last ``mujoco_warnings()``: collected here instead of MuJoCo's default,
+#: which prints them and appends them to MUJOCO_LOG.TXT in the current folder.
+_MUJOCO_WARNINGS: list[str] = []
+mujoco.set_mju_user_warning(_MUJOCO_WARNINGS.append)
+
+
+def mujoco_warnings() -> list[str]:
+    """MuJoCo's warnings since the last call (each once, in order), and forget them."""
+    found = list(dict.fromkeys(_MUJOCO_WARNINGS))
+    _MUJOCO_WARNINGS.clear()
+    return found
+
+
 #: The most repairs tried before giving up (each removes or rewrites one element).
 MAX_REPAIRS = 1000
 
@@ -179,6 +192,9 @@ def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
             loaded_warnings.append(f"MuJoCo cannot compile {label} ({message}); left it out")
     else:
         raise ConversionError(path, "MuJoCo cannot compile this model: too many errors to repair")
+    from usdforge.rules.mjcf.finite import check_finite_model
+
+    check_finite_model(path, model)
     data = mujoco.MjData(model)
     mujoco.mj_kinematics(model, data)
     return LoadedModel(path, spec, model, data, skipped, loaded_warnings, unknown_mass, trimesh_meshes)
@@ -228,8 +244,10 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
     path = Path(path).absolute()
     check_model_file(path)
     check_references(mjcf_file_references(path), model_roots(path, allowed_roots))
+    mujoco_warnings()
     spec = parse_spec(path)
     textures = set_aside_file_textures(spec, path.parent)
     loaded = compile_repaired(path, spec)
     loaded.texture_files = textures
+    loaded.warnings.extend(f"MuJoCo: {message}" for message in mujoco_warnings())
     return loaded

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.usd.finite import names_the_asset
 from usdforge.rules.files import check_references, model_roots
 from usdforge.rules.outputs import resolve_usd_file_name
 from usdforge.rules.robot.inertia import resolve_massless
@@ -82,6 +83,7 @@ def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple
     check_references(references, model_roots(asset, [*package_roots, *allowed_roots]))
 
 
+@names_the_asset
 def convert(cfg: UrdfConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
     place atomically). Raises ConversionError on bad input, before writing anything."""

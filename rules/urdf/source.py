@@ -7,6 +7,7 @@ and warnings, ``<origin>``, file attributes, and unknown data kept as custom att
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from lxml import etree
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import MAX_MAGNITUDE
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.model import Material
 from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
@@ -41,11 +43,12 @@ def xml_text(element: etree._Element) -> str:
 
 
 def float_or_text(value: str) -> float | str:
-    """An attribute value as a float when it is a number, else as given."""
+    """An attribute value as a float when it is a finite number USD can store, else as given (text)."""
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         return value
+    return number if math.isfinite(number) and abs(number) <= MAX_MAGNITUDE else value
 
 
 class Notes:

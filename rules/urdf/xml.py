@@ -11,6 +11,7 @@ from pathlib import Path
 from lxml import etree
 
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import MAX_MAGNITUDE, quote
 from usdforge.rules.xml import SAFE_XML
 
 _DECLARATION = re.compile(rb"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
@@ -73,10 +74,10 @@ def numbers(element: etree._Element, attribute: str, count: int | tuple[int, ...
         values = tuple(float(token) for token in text.split())
     except ValueError:
         values = ()
-    if len(values) not in allowed or not all(math.isfinite(v) for v in values):
+    if len(values) not in allowed or not all(math.isfinite(v) and abs(v) <= MAX_MAGNITUDE for v in values):
         want = " or ".join(str(n) for n in allowed)
-        raise ConversionError(file, f"{attribute}=\"{text}\": expected {want} finite number(s)", describe(element),
-                              element.sourceline)
+        raise ConversionError(file, f"{attribute}=\"{quote(text)}\": expected {want} finite number(s) of at most "
+                                    f"{MAX_MAGNITUDE:g} in magnitude", describe(element), element.sourceline)
     return values
 
 

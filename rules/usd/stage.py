@@ -17,6 +17,7 @@ import numpy as np
 import trimesh
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade, Vt
 
+from usdforge.rules.usd.finite import check_layer_finite
 from usdforge.rules.usd.layer import principal_axes
 
 
@@ -47,6 +48,7 @@ def new_stage(root_name: str, path: Path | None = None, root_type: str = "Xform"
 
 def export_stage(stage: Usd.Stage, path: Path) -> Path:
     """Write an in-memory stage's root layer to ``path`` (``.usda`` text, ``.usd``/``.usdc`` binary)."""
+    check_layer_finite(stage.GetRootLayer())
     path.parent.mkdir(parents=True, exist_ok=True)
     if not stage.GetRootLayer().Export(str(path)):
         raise OSError(f"could not write {path}")
@@ -56,6 +58,7 @@ def export_stage(stage: Usd.Stage, path: Path) -> Path:
 def save_stage(stage: Usd.Stage) -> Path:
     """Save a stage made with ``new_stage(..., path)`` to its file."""
     layer = stage.GetRootLayer()
+    check_layer_finite(layer)
     if not layer.Save():
         raise OSError(f"could not write {layer.realPath}")
     return Path(layer.realPath)
