@@ -94,18 +94,18 @@ def check_model_file(path: Path, max_bytes: int = MAX_MODEL_BYTES) -> None:
 
 
 def check_references(references: Iterable[Reference], roots: Iterable[Path]) -> None:
-    """ConversionError (naming the file, line and element that names it) for the first reference outside
-    ``roots``, or that exists but is not a readable regular file, or a texture that is not an image.
-    Missing files are left to the converter (a warning or an error of its own)."""
+    """ConversionError (naming the file, line and element that names it) for the first existing reference
+    outside ``roots`` (symlinks resolved), or that is not a readable regular file, or a texture that is not
+    an image. Missing files are left to the converter (a warning or an error of its own)."""
     roots = list(roots)
     for ref in references:
         ref = ref._replace(path=Path(os.path.abspath(ref.path)))
+        if not os.path.lexists(ref.path):
+            continue  # nothing to read: the converter warns (or fails) about the missing file
         if not inside(ref.path, roots):
             raise ConversionError(ref.file, f"{ref.what} {quote(str(ref.path))} is outside the model's folder and "
                                             "package roots; allow its folder with --allow-root DIR (or "
                                             "allowed_roots in the library)", ref.element, ref.line)
-        if not os.path.lexists(ref.path):
-            continue
         problem = regular_file_problem(ref.path)
         if problem is not None:
             raise ConversionError(ref.file, f"{ref.what} file {quote(str(ref.path))} {problem}", ref.element, ref.line)

@@ -79,6 +79,9 @@ class UrdfSource:
         self.notes = Notes(self.path)
         #: Global ``<material>`` definitions by name (``rules.urdf.materials``).
         self.materials: dict[str, Material] = {}
+        #: Names of global materials defined more than once → the lines defining them.
+        self.duplicate_materials: dict[str, list[int]] = {}
+        self.material_lines: dict[str, int] = {}
         #: Mesh files whose own references (MTL, textures) were already checked.
         self.checked_references: set[Path] = set()
 
