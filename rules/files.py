@@ -42,7 +42,7 @@ def describe_element(element) -> str:
     for key in ("name", "file", "filename"):
         value = element.get(key)
         if value is not None:
-            return f'<{tag} {key}="{quote(value, 60)}">'
+            return f'<{tag} {key}="{quote(value, 100)}">'
     return f"<{tag}>"
 
 
@@ -66,9 +66,11 @@ def inside(path: Path, roots: Iterable[Path]) -> bool:
     return False
 
 
-def regular_file_problem(path: Path, max_bytes: int = MAX_FILE_BYTES) -> str | None:
+def regular_file_problem(path: Path, max_bytes: int | None = None) -> str | None:
     """Why ``path`` cannot be read as an input file (not there, a directory, a device, a FIFO, a symlink
-    loop, too large), or None when it is a regular file of at most ``max_bytes``."""
+    loop, too large), or None when it is a regular file of at most ``max_bytes`` (default
+    ``MAX_FILE_BYTES``)."""
+    max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -82,13 +84,15 @@ def regular_file_problem(path: Path, max_bytes: int = MAX_FILE_BYTES) -> str | N
                 or stat.S_ISBLK(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
         return f"is {kind}, not a regular file"
     if info.st_size > max_bytes:
-        return f"is {info.st_size} bytes, over the {max_bytes >> 20} MiB limit"
+        limit = f"{max_bytes >> 20} MiB" if max_bytes >= 1 << 20 else f"{max_bytes}-byte"
+        return f"is {info.st_size} bytes, over the {limit} limit"
     return None
 
 
-def check_model_file(path: Path, max_bytes: int = MAX_MODEL_BYTES) -> None:
-    """ConversionError unless ``path`` is a regular file of at most ``max_bytes``."""
-    problem = regular_file_problem(path, max_bytes)
+def check_model_file(path: Path, max_bytes: int | None = None) -> None:
+    """ConversionError unless ``path`` is a regular file of at most ``max_bytes`` (default
+    ``MAX_MODEL_BYTES``)."""
+    problem = regular_file_problem(path, MAX_MODEL_BYTES if max_bytes is None else max_bytes)
     if problem is not None:
         raise ConversionError(path, f"the file {problem}")
 
@@ -103,7 +107,9 @@ def check_references(references: Iterable[Reference], roots: Iterable[Path]) -> 
         if not os.path.lexists(ref.path):
             continue  # nothing to read: the converter warns (or fails) about the missing file
         if not inside(ref.path, roots):
-            raise ConversionError(ref.file, f"{ref.what} {quote(str(ref.path))} is outside the model's folder and "
+            real = os.path.realpath(ref.path)
+            shown = quote(str(ref.path)) + (f" (a link to {quote(real)})" if real != str(ref.path) else "")
+            raise ConversionError(ref.file, f"{ref.what} {shown} is outside the model's folder and "
                                             "package roots; allow its folder with --allow-root DIR (or "
                                             "allowed_roots in the library)", ref.element, ref.line)
         problem = regular_file_problem(ref.path)

@@ -169,7 +169,9 @@ def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
             message = mujoco_message(exc)
             failed = _failed_element(spec, str(exc))
             if failed is None:
-                raise ConversionError(path, f"MuJoCo cannot compile this model: {message}") from None
+                found = _ELEMENT.search(str(exc)) or _LINE.search(str(exc))
+                line = int(found.group("line")) if found and found.group("line") else None
+                raise ConversionError(path, f"MuJoCo cannot compile this model: {message}", line=line) from None
             kind, element = failed
             label = f"{kind} '{element.name}'" if element.name else f"{kind} #{_ELEMENT.search(str(exc)).group('id')}"
             repaired = _repair_mesh(spec, element, path.parent) if kind == "mesh" and element.file else None
@@ -243,7 +245,8 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
 
     path = Path(path).absolute()
     check_model_file(path)
-    check_references(mjcf_file_references(path), model_roots(path, allowed_roots))
+    roots = model_roots(path, allowed_roots)
+    check_references(mjcf_file_references(path, roots), roots)
     mujoco_warnings()
     spec = parse_spec(path)
     textures = set_aside_file_textures(spec, path.parent)

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from lxml import etree
 
 from usdforge.rules.errors import ConversionError
-from usdforge.rules.files import MAX_ELEMENTS, Reference, check_model_file, describe_element
+from usdforge.rules.files import MAX_ELEMENTS, Reference, check_model_file, check_references, describe_element
 
 #: rules.xml.SAFE_XML's settings (no entities, DTD or network), but recovering from what MuJoCo's lenient
 #: parser (tinyxml2) accepts and libxml2 does not, such as attributes without a space between them.
@@ -47,8 +47,8 @@ def _parse(path: Path) -> etree._ElementTree:
     return tree
 
 
-def _expanded_elements(path: Path, root_dir: Path, includes: list[Reference],
-                       seen: set[Path]) -> list[tuple[Path, etree._Element]]:
+def _expanded_elements(path: Path, root_dir: Path, includes: list[Reference], seen: set[Path],
+                       roots: list[Path] | None = None) -> list[tuple[Path, etree._Element]]:
     """(file, element) of every element of ``path`` in document order, with each ``<include>`` replaced by
     the included file's elements (recursively); the include files themselves (found or not) are appended
     to ``includes``."""
@@ -62,10 +62,19 @@ def _expanded_elements(path: Path, root_dir: Path, includes: list[Reference],
         if not name:
             continue
         included = _resolve(root_dir, None, name, strip=False)
-        includes.append(Reference(included, "include", path, describe_element(element), element.sourceline))
+        reference = Reference(included, "include", path, describe_element(element), element.sourceline)
+        includes.append(reference)
+        if roots is not None:
+            check_references([reference], roots)  # before parsing it
         if included.is_file() and included not in seen:
             seen.add(included)
-            elements.extend(_expanded_elements(included, root_dir, includes, seen))
+            try:
+                elements.extend(_expanded_elements(included, root_dir, includes, seen, roots))
+            except ConversionError:
+                if roots is not None:
+                    raise
+                # Dependency scan only: the conversion reports it, naming the <include> (after checking
+                # that the file may be read at all).
     return elements
 
 
@@ -86,11 +95,12 @@ def _resolve(root_dir: Path, directory: str | None, name: str, strip: bool) -> P
     return base / name
 
 
-def _model_references(path: Path, seen: set[Path]) -> list[Reference]:
-    """References of one model file (main model or attached sub-model), recursively."""
+def _model_references(path: Path, seen: set[Path], roots: list[Path] | None = None) -> list[Reference]:
+    """References of one model file (main model or attached sub-model), recursively; with ``roots``, each
+    include or sub-model is checked (``rules.files.check_references``) before it is parsed."""
     root_dir = path.parent
     found: list[Reference] = []
-    elements = _expanded_elements(path, root_dir, found, {path})
+    elements = _expanded_elements(path, root_dir, found, {path}, roots)
     meshdir = texturedir = None
     strip = False
     # MuJoCo applies <compiler> attributes as it parses; the directories are used when assets load, after
@@ -118,21 +128,25 @@ def _model_references(path: Path, seen: set[Path]) -> list[Reference]:
             # <asset><model file=...>: a whole MJCF model attached by <attach>; it resolves its own paths.
             model = _resolve(root_dir, None, element.get("file"), strip=False)
             found.append(Reference(model, "model", file, describe_element(element), element.sourceline))
+            if roots is not None:
+                check_references(found[-1:], roots)
             if model.is_file() and model not in seen:
                 seen.add(model)
-                found.extend(_model_references(model, seen))
+                found.extend(_model_references(model, seen, roots))
     return found
 
 
-def mjcf_file_references(path: str | Path) -> list[Reference]:
+def mjcf_file_references(path: str | Path, roots: list[Path] | None = None) -> list[Reference]:
     """Every file the MJCF model at ``path`` references, recursively, whether it exists or not, each with
     the file, line and element that names it (first mention of each file).
 
+    roots: when given, an include or attached model outside them (or not a regular file) is a
+        ConversionError before it is parsed (``rules.files.check_references``).
     Raises ConversionError when the model file or an existing included file cannot be read as XML at all.
     """
     path = Path(path).absolute()
     unique: dict[Path, Reference] = {}
-    for found in _model_references(path, {path}):
+    for found in _model_references(path, {path}, roots):
         unique.setdefault(Path(found.path), found)
     return list(unique.values())
 
