@@ -8,6 +8,7 @@ from pathlib import Path
 
 from doit import get_var
 
+from usdforge.pipeline.doit_reporter import UsdforgeReporter
 from usdforge.pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
 
 Path("build").mkdir(exist_ok=True)
@@ -17,6 +18,10 @@ DOIT_CONFIG = {
     "dep_file": "build/.doit.db",
     "default_tasks": ["convert"],
     "verbosity": 1,
+    # One bad entry must not stop the library: every good entry is built, then each failure is reported
+    # (one line each) and doit exits non-zero. `doit --continue` is thus the default.
+    "continue": True,
+    "reporter": UsdforgeReporter,
 }
 
 

@@ -91,8 +91,56 @@ def outputs_intact(task: Any, values: dict[str, Any]) -> bool:
     return True
 
 
+def die_with_parent() -> None:
+    """In a ``doit -n N`` worker process: ask Linux to kill this process when its parent dies, so a
+    ``kill -9`` of doit leaves no worker writing outputs (the next build removes what it left). A no-op in
+    the main process and on other systems."""
+    import multiprocessing
+    import sys
+
+    if multiprocessing.parent_process() is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if multiprocessing.parent_process().pid != os.getppid():  # the parent died before prctl
+        os._exit(1)
+
+
+def clean_outputs(usd_dir: str, key_path: str, targets: list[str]) -> None:
+    """doit clean action: remove every file the last conversion wrote (as its lazy key lists them: copied
+    textures included), the key, the planned targets, temporary folders of killed conversions, and the
+    folders left empty."""
+    import shutil
+
+    from usdforge.pipeline.atomic import staging_prefix
+    from usdforge.pipeline.lazy import read_key
+
+    folder = Path(usd_dir)
+    key = read_key(Path(key_path))
+    for path in [*(folder / name for name in (key.outputs if key else {})), Path(key_path), *map(Path, targets)]:
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            print(f"removed {path}")
+    if folder.parent.is_dir():
+        for stale in folder.parent.glob(f"{staging_prefix(folder)}*"):
+            shutil.rmtree(stale, ignore_errors=True)
+    if folder.is_dir():
+        for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            if not any(sub.iterdir()):
+                sub.rmdir()
+        if not any(folder.iterdir()):
+            folder.rmdir()
+
+
 def run_conversion(kind: str, cfg_json: str) -> dict[str, str] | TaskFailed:
     """doit action: convert one entry through the lazy Python API (same key, same digest)."""
+    die_with_parent()
     from usdforge.pipeline.converters import converter_for
     from usdforge.pipeline.kinds import cfg_class
     from usdforge.rules.errors import ConversionError
@@ -126,6 +174,13 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY,
                    "doc": spec["doc"], "verbosity": 2}
             continue
         name = spec["name"]
+        if not os.path.isfile(spec["source"]):  # else doit reports a DependencyError of the scan task
+            yield {"basename": "convert", "name": name, "doc": spec["doc"], "verbosity": 2,
+                   "actions": [(report_error, [f"{spec['source']}: source of library entry '{name}' not found"
+                                               if not os.path.lexists(spec["source"]) else
+                                               f"{spec['source']}: source of library entry '{name}' is not a "
+                                               "regular file"])]}
+            continue
         yield {"basename": "scan", "name": name, "file_dep": [spec["source"]],
                "actions": [(scan_references, [spec["kind"], spec["source"], spec["packages"]])],
                "uptodate": [references_unchanged], "doc": f"find the files {name}'s source references",
@@ -134,7 +189,8 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY,
             "basename": "convert", "name": name, "doc": spec["doc"],
             "file_dep": [spec["source"]], "calc_dep": [f"scan:{name}"],
             "uptodate": [config_changed(spec["digest"]), outputs_intact],
-            "targets": spec["targets"], "clean": True,
+            "targets": spec["targets"],
+            "clean": [(clean_outputs, [str(Path(spec["usd_path"]).parent), spec["key_path"], spec["targets"]])],
             "actions": [(run_conversion, [spec["kind"], spec["cfg_json"]])],
         }
 
