@@ -102,7 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         usd_path = convert_command(args)
     except (ConfigError, ConversionError, ValueError, OSError) as exc:
-        print(f"usdforge: error: {exc}", file=sys.stderr)
+        # One line, whatever the message quotes (a parser's multi-line message, a long value).
+        print("usdforge: error: " + " ".join(part.strip() for part in str(exc).splitlines() if part.strip()),
+              file=sys.stderr)
         return 1
     if not args.quiet:
         print(usd_path)

@@ -123,8 +123,18 @@ def _failed_element(spec: mujoco.MjSpec, message: str) -> tuple[str, object] | N
     return named[0] if len(named) == 1 else None
 
 
+def compiler_dir(spec: mujoco.MjSpec, attribute: str, path: Path) -> str:
+    """``spec.meshdir`` / ``spec.texturedir``; a ConversionError naming ``<compiler>`` when it is not UTF-8
+    (MuJoCo keeps the bytes, Python cannot decode them)."""
+    try:
+        return getattr(spec, attribute)
+    except UnicodeDecodeError:
+        raise ConversionError(path, f"{attribute} is not valid UTF-8 text", "<compiler>") from None
+
+
 def _mesh_file(spec: mujoco.MjSpec, mesh: mujoco.MjsMesh, model_dir: Path) -> Path:
-    meshdir = Path(spec.meshdir) if spec.meshdir else Path()
+    meshdir = compiler_dir(spec, "meshdir", model_dir)
+    meshdir = Path(meshdir) if meshdir else Path()
     path = Path(mesh.file)
     return path if path.is_absolute() else model_dir / meshdir / path
 
@@ -216,7 +226,8 @@ def set_aside_file_textures(spec: mujoco.MjSpec, model_dir: Path) -> dict[int, P
     """Replace each 2D texture read from a file MuJoCo would find (``texturedir`` of the model) by a 1×1
     builtin placeholder; return texture id → file. Textures of attached models, whose folder the spec does
     not tell, stay for MuJoCo to read."""
-    texturedir = Path(spec.texturedir) if spec.texturedir else Path()
+    texturedir = compiler_dir(spec, "texturedir", model_dir)
+    texturedir = Path(texturedir) if texturedir else Path()
     files: dict[int, Path] = {}
     for index, texture in enumerate(spec.textures):
         if not texture.file or int(texture.type) != int(mujoco.mjtTexture.mjTEXTURE_2D):
@@ -249,6 +260,8 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
     check_references(mjcf_file_references(path, roots), roots)
     mujoco_warnings()
     spec = parse_spec(path)
+    for attribute in ("meshdir", "texturedir"):
+        compiler_dir(spec, attribute, path)  # here, so that the error names the model file
     textures = set_aside_file_textures(spec, path.parent)
     loaded = compile_repaired(path, spec)
     loaded.texture_files = textures

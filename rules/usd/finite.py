@@ -71,13 +71,24 @@ def check_layer_finite(layer: Sdf.Layer, source: str | None = None) -> None:
 
 
 def names_the_asset(convert: Callable[[Any, Path], list[Path]]) -> Callable[[Any, Path], list[Path]]:
-    """A rule's ``convert(cfg, out_dir)`` whose NonFiniteOutput names the asset (``cfg.asset_path``)."""
+    """A rule's ``convert(cfg, out_dir)`` whose failures on bad input all name the asset
+    (``cfg.asset_path``): the non-finite guard, text that is not UTF-8 (a MuJoCo path attribute), a
+    linear-algebra failure on degenerate numbers. NumPy's floating-point warnings are not shown: their
+    results are checked (inputs here, outputs by ``check_layer_finite``), and the user sees no line
+    without a file."""
 
     @functools.wraps(convert)
     def wrapper(cfg: Any, out_dir: Path) -> list[Path]:
         try:
-            return convert(cfg, out_dir)
+            with np.errstate(all="ignore"):
+                return convert(cfg, out_dir)
         except NonFiniteOutput as exc:
             raise ConversionError(cfg.asset_path, exc.problem, exc.element) from None
+        except UnicodeDecodeError as exc:
+            raise ConversionError(cfg.asset_path, f"text that is not valid UTF-8 ({exc.reason} at byte "
+                                                  f"{exc.start}: {exc.object[exc.start:exc.start + 8]!r})") from None
+        except np.linalg.LinAlgError as exc:
+            raise ConversionError(cfg.asset_path, f"degenerate numbers: {exc} (an inertia or transform that is "
+                                                  "not a valid matrix)") from None
 
     return wrapper
