@@ -73,7 +73,9 @@ class AssetConverterBase:
             self.reasons = stale_reasons(previous, config_digest(self.cfg, self.kind), asset, usd_dir)
         self.converted = bool(self.reasons)
         if self.converted:
-            log.info("converting %s: %s", asset, "; ".join(self.reasons))
+            # A first conversion needs no reason; a rebuild says why (what changed).
+            log.info("converting %s%s", asset, "" if previous is None and not cfg.force_usd_conversion
+                     else ": " + "; ".join(self.reasons))
             self._convert(previous)
 
     def _convert(self, previous: LazyKey | None) -> None:

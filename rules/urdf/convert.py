@@ -30,6 +30,10 @@ from usdforge.rules.urdf.xml import load_urdf_xml
 from usdforge.schemas.urdf_cfg import UrdfConverterCfg
 
 
+#: Links named one by one in a repeated warning; more are summarised in one line.
+MAX_REPEATED_WARNINGS = 5
+
+
 def packages_of(cfg: UrdfConverterCfg) -> dict[str, str]:
     """ROS package name → folder, from ``cfg.ros_package_paths``."""
     return {entry["name"]: entry["path"] for entry in cfg.ros_package_paths}
@@ -68,8 +72,16 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
             raise ConversionError(asset, f"root_link_name '{cfg.root_link_name}' is not a link of the robot "
                                          "(or is its world link)")
         robot.articulation_root = body
+    massless: dict[str, list[str]] = {}
     resolve_massless(robot, cfg.link_density, meshes,
-                     lambda link, message: warn(asset, message, f"<link name=\"{link.name}\">"))
+                     lambda link, message: massless.setdefault(message, []).append(link.name))
+    for message, names in massless.items():
+        if len(names) <= MAX_REPEATED_WARNINGS:
+            for name in names:
+                warn(asset, message, f"<link name=\"{name}\">")
+        else:  # one line for a 3000-link chain, not 3000
+            shown = ", ".join(names[:MAX_REPEATED_WARNINGS])
+            warn(asset, f"{len(names)} links: {message} ({shown}, …)")
     apply_joint_drives(robot, cfg.joint_drive, asset)
     return robot
 

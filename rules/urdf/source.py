@@ -17,7 +17,7 @@ from lxml import etree
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
-from usdforge.rules.files import MAX_MAGNITUDE
+from usdforge.rules.files import MAX_MAGNITUDE, quote
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.model import Material
 from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
@@ -114,7 +114,7 @@ class UrdfSource:
         try:
             path = resolve_uri(uri, self.folder, self.packages)
         except UnresolvedUri as exc:
-            self.warn(f"{what} '{uri}' ignored: {exc}", element)
+            self.warn(f"{what} '{quote(uri)}' ignored: {exc}", element)
             return None
         if not path.is_file():
             self.warn(f"{what} file {path} not found; ignored", element)
