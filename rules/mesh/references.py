@@ -35,7 +35,7 @@ def obj_references(path: Path) -> list[Path]:
             for name in line.split(None, 1)[1:]:
                 mtl = path.parent / name.strip()
                 found.append(mtl)
-                if mtl.is_file():
+                if mtl.is_file() and mtl.stat().st_size <= (64 << 20):
                     found.extend(_mtl_references(mtl))
     return found
 
@@ -74,6 +74,9 @@ MESH_SCANNERS: dict[str, Callable[[Path], list[Path]]] = {
 
 def mesh_references(path: Path) -> list[Path]:
     """Files a mesh file references (materials, textures, buffers), whether they exist or not; none for
-    self-contained formats (STL, PLY, OFF, GLB)."""
+    self-contained formats (STL, PLY, OFF, GLB), and none read from a file that is not a regular file of
+    at most ``rules.files.MAX_FILE_BYTES`` (the conversion reports it)."""
+    from usdforge.rules.files import regular_file_problem
+
     scanner = MESH_SCANNERS.get(path.suffix.lower().lstrip("."))
-    return scanner(path) if scanner and path.is_file() else []
+    return scanner(path) if scanner and regular_file_problem(path) is None else []
