@@ -10,7 +10,7 @@ element that stays flat as the size doubles means linear growth; one that double
 Kinds:
   mjcf-geoms   one body with N sphere geoms (the contacts rule once looked each geom up in a list: O(N²))
   mjcf-bodies  N bodies in chains of 20, one hinge joint and one capsule each
-  urdf-links   a chain of N links, one revolute joint, box visual/collision and inertia each
+  urdf-links   N links in chains of 20 on one base, one revolute joint, box visual/collision and inertia each
 """
 
 from __future__ import annotations
@@ -46,13 +46,15 @@ def mjcf_bodies(n: int, depth: int = 20) -> str:
     return f'<mujoco model="bodies{n}">\n  <compiler angle="radian"/>\n  <worldbody>\n{body}\n  </worldbody>\n</mujoco>\n'
 
 
-def urdf_links(n: int) -> str:
+def urdf_links(n: int, depth: int = 20) -> str:
+    """N links: a base and chains of ``depth`` links on it (MuJoCo's URDF import refuses deeper trees)."""
     inertial = ('<inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>'
                 '</inertial>')
     shape = '<geometry><box size="0.05 0.05 0.1"/></geometry>'
     links = "\n".join(f'  <link name="l{i}">{inertial}<visual>{shape}</visual><collision>{shape}</collision></link>'
                       for i in range(n))
-    joints = "\n".join(f'  <joint name="j{i}" type="revolute"><parent link="l{i - 1}"/><child link="l{i}"/>'
+    joints = "\n".join(f'  <joint name="j{i}" type="revolute"><parent link="l{0 if i % depth == 1 else i - 1}"/>'
+                       f'<child link="l{i}"/>'
                        f'<origin xyz="0 0 0.1"/><axis xyz="0 1 0"/>'
                        f'<limit lower="-1" upper="1" effort="10" velocity="1"/></joint>' for i in range(1, n))
     return f'<robot name="links{n}">\n{links}\n{joints}\n</robot>\n'
