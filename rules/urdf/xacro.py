@@ -13,9 +13,11 @@ learn the expansion's files; neither keeps the expanded URDF. No pxr here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import attrs
@@ -40,11 +42,13 @@ class Expansion:
     urdf: the URDF document, UTF-8 XML.
     files: absolute paths of every file the expansion opened (the xacro itself, includes, YAML files),
         in the order it opened them; missing ones included (an optional include that does not exist).
+    digests: sha256 (hex) of the bytes the expansion got from each file; "missing" for missing ones.
     warnings: xacro's warnings (``$(optenv)`` defaults, ``xacro.warning()`` calls …).
     """
 
     urdf: bytes
     files: tuple[str, ...]
+    digests: dict[str, str] = attrs.field(factory=dict)
     warnings: tuple[str, ...] = ()
 
 
@@ -57,15 +61,48 @@ class XacroError(ConversionError):
         self.files = files
 
 
+#: Expansions of this process: (path, packages, args) → (content hash of every file read, Expansion).
+#: The conversion and the dependency scan before it expand the same xacro; the second is served here
+#: when no file the first read has changed.
+_CACHE: dict[tuple, tuple[dict[str, str], Expansion]] = {}
+_CACHE_SIZE = 32
+_LOCK = threading.Lock()
+
+
+def _digest(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
+
+
 def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args: dict[str, str] | None = None,
                  *, timeout_s: float = TIMEOUT_S, memory_bytes: int = MEMORY_BYTES) -> Expansion:
     """Expand the xacro at ``path`` with xacro arguments ``args`` (``name:=value`` on xacro's command
     line) and ROS packages ``packages`` (name → folder). Raises XacroError naming the file at fault, its
-    line where it can be found, and the problem."""
+    line where it can be found, and the problem.
+
+    The result is remembered in this process and reused while every file the expansion read has the same
+    content (the expansion is a function of those files, the packages and the arguments)."""
     path = Path(path).absolute()
+    key = (str(path), tuple(sorted((packages or {}).items())), tuple(sorted((args or {}).items())))
+    with _LOCK:
+        cached = _CACHE.get(key)
+    if cached is not None and all(_digest(f) == sha for f, sha in cached[0].items()):
+        return cached[1]
+    expansion = _expand(path, packages, args, timeout_s, memory_bytes)
+    with _LOCK:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = (expansion.digests, expansion)
+    return expansion
+
+
+def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | None, timeout_s: float,
+            memory_bytes: int) -> Expansion:
     request = {"path": str(path), "packages": dict(packages or {}), "args": dict(args or {}),
                "memory_bytes": memory_bytes}
-    # -P: the xacro's folder (the working directory) must not shadow modules of the child.
+    # -P: nothing in the working directory may shadow the modules the child imports (xacro, yaml).
     command = [sys.executable, "-P", "-m", "usdforge.rules.urdf.xacro_process"]
     try:
         done = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True,
@@ -81,4 +118,5 @@ def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args:
     if not reply.get("ok"):
         raise XacroError(reply.get("file") or path, reply.get("problem") or "the expansion failed",
                          reply.get("line"), files)
-    return Expansion(reply["urdf"].encode(), files, tuple(reply.get("warnings") or ()))
+    return Expansion(reply["urdf"].encode(), files, dict(reply.get("digests") or {}),
+                     tuple(reply.get("warnings") or ()))

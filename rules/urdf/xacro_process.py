@@ -14,8 +14,8 @@ What the child changes in ``xacro`` (2.1.1, pinned in pyproject.toml), and why:
   both agree; xacro itself would need ROS's ament index.
 * Every file xacro opens (the top-level file, includes, ``xacro.load_yaml``) goes through one guarded
   ``open`` placed in xacro's module namespace: read-only, a regular file, inside the xacro's folder or a
-  package root (symbolic links resolved). Each path is recorded, missing ones too, and sent back: they are
-  the expansion's dependencies.
+  package root (symbolic links resolved). Each path is recorded, missing ones too, and sent back with the
+  content hash of the bytes xacro got: they are the expansion's dependencies.
 * ``${...}`` expressions and ``$(eval ...)`` are checked with ``ast`` before xacro evaluates them (see
   ``check_expression``): no names or attributes starting with ``_``, no ``format``/``format_map``
   attributes (they reach attributes through format strings), no lambdas, assignments or imports;
@@ -25,13 +25,15 @@ What the child changes in ``xacro`` (2.1.1, pinned in pyproject.toml), and why:
   depends on files, cfg and xacro arguments only, never on the environment.
 * xacro's warnings are collected and sent back (the parent re-issues them as ConversionWarnings).
 
-The reply: ``{"ok": true, "urdf": TEXT, "files": [...], "warnings": [...]}`` or ``{"ok": false, "file":
+The reply: ``{"ok": true, "urdf": TEXT, "files": [...], "digests": {file: sha256 or "missing"},
+"warnings": [...]}`` or ``{"ok": false, "file":
 PATH, "line": N or null, "problem": TEXT, "files": [...]}``.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import json
 import os
@@ -102,6 +104,8 @@ class Session:
         self.packages = packages
         self.roots = [os.path.realpath(source.parent), *(os.path.realpath(p) for p in packages.values())]
         self.files: list[str] = []
+        #: sha256 of each file read (missing ones absent).
+        self.digests: dict[str, str] = {}
         self.warnings: list[str] = []
         self._find_package = find_package
         self._unresolved = UnresolvedUri
@@ -134,7 +138,13 @@ class Session:
             raise FileNotFoundError(2, "No such file or directory", path) from None
         if not stat.S_ISREG(info.st_mode):
             raise Refused(f"{path} is not a regular file")
-        return open(real, mode, *args, **kwargs)  # noqa: SIM115 - xacro closes it
+        with open(real, "rb") as stream:
+            data = stream.read()
+        # xacro gets exactly the bytes hashed here, so the reply's digests describe what was expanded.
+        self.digests[path] = hashlib.sha256(data).hexdigest()
+        if "b" in mode:
+            return io.BytesIO(data)
+        return io.StringIO(data.decode(kwargs.get("encoding") or "utf-8"))
 
 
 def _install(session: Session) -> None:
@@ -304,7 +314,8 @@ def expand(request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "file": file, "line": line, "problem": problem, "files": session.files}
     finally:
         sys.stdout, sys.stderr = stdout, stderr
-    return {"ok": True, "urdf": text, "files": session.files, "warnings": session.warnings}
+    digests = {f: session.digests.get(f, "missing") for f in session.files}
+    return {"ok": True, "urdf": text, "files": session.files, "digests": digests, "warnings": session.warnings}
 
 
 def main() -> None:
