@@ -178,7 +178,7 @@ def _install(session: Session) -> None:
 
     def env(name: str) -> str:
         raise Refused(f"$(env {name}) is not supported: a conversion depends only on its files, cfg and "
-                      f"xacro arguments (pass the value as a xacro argument)")
+                      f"xacro arguments (pass the value as a xacro argument)", f"$(env {name})")
 
     def optenv(name: str, default: str = "") -> str:
         session.warnings.append(f"$(optenv {name}) gives its default '{default}': usdforge never reads the "
