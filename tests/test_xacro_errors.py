@@ -51,6 +51,14 @@ CASES = {
     "malformed_included_xml": ({"top.urdf.xacro": HEAD + '  <xacro:include filename="inc.xacro"/>\n</robot>\n',
                                 "inc.xacro": HEAD + '  <link name="b">\n</robot>\n'}, {},
                                "inc.xacro", 4, ["not well-formed XML"]),
+    "malformed_yaml": ({"top.urdf.xacro": HEAD + '  <xacro:property name="d" value="${xacro.load_yaml(\'d.yaml\')}"/>\n'
+                        '  <link name="b${d[\'a\']}"/>\n</robot>\n', "d.yaml": "a: 1\nb: [1, 2\n"}, {},
+                       "d.yaml", 3, ["not valid YAML"]),
+    "macro_call_missing_parameter": ({"top.urdf.xacro": HEAD + '  <xacro:macro name="m" params="a b">\n'
+                                      '    <link name="${a}${b}"/>\n  </xacro:macro>\n  <xacro:m a="x"/>\n</robot>\n'},
+                                     {}, "top.urdf.xacro", 6, ["Undefined parameters [b]", "macro 'm'"]),
+    "non_boolean_condition": ({"top.urdf.xacro": HEAD + '  <xacro:if value="maybe">\n    <link name="b"/>\n'
+                               '  </xacro:if>\n</robot>\n'}, {}, "top.urdf.xacro", 3, ["not a boolean"]),
     "unbounded_memory": ({"top.urdf.xacro": HEAD + '  <link name="${\'x\' * 10**11}"/>\n</robot>\n'}, {},
                          "top.urdf.xacro", 3, ["out of memory"]),
 }

@@ -142,9 +142,9 @@ class Session:
             data = stream.read()
         # xacro gets exactly the bytes hashed here, so the reply's digests describe what was expanded.
         self.digests[path] = hashlib.sha256(data).hexdigest()
-        if "b" in mode:
-            return io.BytesIO(data)
-        return io.StringIO(data.decode(kwargs.get("encoding") or "utf-8"))
+        stream = io.BytesIO(data) if "b" in mode else io.StringIO(data.decode(kwargs.get("encoding") or "utf-8"))
+        stream.name = path  # parsers name the file in their errors (YAML's marks)
+        return stream
 
 
 def _install(session: Session) -> None:
@@ -254,9 +254,13 @@ def _problem_and_needles(exc: BaseException) -> tuple[str, list[str]]:
     match = re.match(r"unknown macro name: (\S+)", text)
     if match:
         return f"undefined macro '{match.group(1)}'", [f"<{match.group(1)}"]
+    match = re.match(r'Xacro conditional "(.*?)" evaluated', text)
+    if match:
+        return text, [f'"{match.group(1)}"']
     if isinstance(exc, xacro.XacroException) and exc.macros:
         name = exc.macros[0].body.getAttribute("name")
-        return f"{text} (macro '{name}')", needles + [f":{name}"]
+        # The call is at fault (a missing or unknown parameter, a missing block): find it.
+        return f"{text} (macro '{name}')", needles + [f"<xacro:{name}{end}" for end in (" ", ">", "/", "\n")]
     return text or type(exc).__name__, needles
 
 
@@ -283,6 +287,10 @@ def _locate(exc: BaseException, source: Path) -> tuple[str, int | None, str]:
     for error in _chain(exc):
         if isinstance(error, xml.parsers.expat.ExpatError):
             return (stack[-1] if stack else str(source)), error.lineno, problem
+        mark = getattr(error, "problem_mark", None)  # yaml.MarkedYAMLError: the YAML file is at fault
+        if mark is not None and os.path.isabs(str(mark.name)):
+            what = " ".join(str(getattr(error, "problem", None) or error).split())
+            return str(mark.name), mark.line + 1, f"not valid YAML: {what}"
     # Macro bodies are evaluated where they are called; their text is in the file that defined them.
     defined = [m.history[-1][-1] for m in reversed(xacro.macrostack or []) if m.history and m.history[-1]]
     candidates = [os.path.abspath(f) for f in [*defined, *reversed(stack)] if f]
