@@ -102,8 +102,8 @@ def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | 
             memory_bytes: int) -> Expansion:
     request = {"path": str(path), "packages": dict(packages or {}), "args": dict(args or {}),
                "memory_bytes": memory_bytes}
-    # -P: nothing in the working directory may shadow the modules the child imports (xacro, yaml).
-    command = [sys.executable, "-P", "-m", "usdforge.rules.urdf.xacro_process"]
+    # -P: neither this folder (its xacro.py) nor the working directory may shadow the xacro package.
+    command = [sys.executable, "-P", str(Path(__file__).with_name("xacro_process.py"))]
     try:
         done = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True,
                               timeout=timeout_s, check=False)

@@ -1,5 +1,9 @@
-"""The xacro expansion's own process: ``python -I -m usdforge.rules.urdf.xacro_process`` reads one request
-(JSON on stdin) and writes one reply (JSON on stdout). ``rules.urdf.xacro`` starts it; nothing else should.
+"""The xacro expansion's own process: ``python -P .../rules/urdf/xacro_process.py`` reads one request (JSON
+on stdin) and writes one reply (JSON on stdout). ``rules.urdf.xacro`` starts it; nothing else should.
+
+It runs as a script, not as ``usdforge.rules.urdf.xacro_process``: importing the usdforge package would
+cost more than the expansion. ``-P`` keeps this folder off ``sys.path`` (its ``xacro.py`` would shadow
+the xacro package); the one usdforge module it needs, ``paths.py`` (stdlib only), is loaded from beside it.
 
 Why a process of its own: the ``xacro`` package keeps its state in module globals (file and macro stacks,
 the list of included files, the substitution-argument context), evaluates Python expressions, and a xacro
@@ -94,11 +98,22 @@ def _inside(path: str, roots: list[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
+def _paths_module():
+    """``rules/urdf/paths.py``, the converter's own package resolution, loaded without its package."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_usdforge_urdf_paths", Path(__file__).with_name("paths.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class Session:
     """One expansion: the roots files may come from, the files opened and the warnings issued."""
 
     def __init__(self, source: Path, packages: dict[str, str]):
-        from usdforge.rules.urdf.paths import UnresolvedUri, find_package
+        paths = _paths_module()
+        find_package, UnresolvedUri = paths.find_package, paths.UnresolvedUri
 
         self.source = source
         self.packages = packages
