@@ -22,7 +22,9 @@ What the child changes in ``xacro`` (2.1.1, pinned in pyproject.toml), and why:
   content hash of the bytes xacro got: they are the expansion's dependencies.
 * ``${...}`` expressions and ``$(eval ...)`` are checked with ``ast`` before xacro evaluates them (see
   ``check_expression``): no names or attributes starting with ``_``, no ``format``/``format_map``
-  attributes (they reach attributes through format strings), no lambdas, assignments or imports;
+  attributes (they reach attributes through format strings), no frame, code, traceback or generator
+  attributes (``gi_frame``, ``f_globals``, …; a YAML key of that form is read as ``d['f_max']``), no
+  lambdas, assignments or imports;
   ``type`` and ``vars`` are removed from xacro's symbols. ``$(eval ...)`` may only name xacro arguments
   and xacro's substitution functions.
 * ``$(env VAR)`` is refused and ``$(optenv VAR default)`` gives its default, with a warning: a conversion
@@ -50,6 +52,9 @@ from typing import Any
 #: Attributes an expression may not touch besides ``_``-prefixed ones: string formatting reads attributes
 #: of its arguments (``'{0.__class__}'.format(x)``) past the name check.
 _FORBIDDEN_ATTRIBUTES = frozenset({"format", "format_map"})
+#: Attribute prefixes of frames, code, tracebacks and generators: ``g.gi_frame.f_back.f_globals`` reaches
+#: the evaluating module's globals without a single underscore-prefixed name.
+_FORBIDDEN_PREFIXES = ("_", "gi_", "cr_", "ag_", "f_", "tb_", "co_")
 #: Builtins xacro exposes that reach an object's internals (``vars(f)``, three-argument ``type``).
 _REMOVED_SYMBOLS = ("type", "vars")
 #: The address-space limit the parent set, in bytes (for messages).
@@ -87,7 +92,8 @@ def check_expression(text: str, names: set[str] | None = None) -> None:
                           "evaluate in xacro files", text)
         if isinstance(node, ast.Name) and (node.id.startswith("_") or (names is not None and node.id not in names)):
             raise Refused(f"expression '{text}' uses the name '{node.id}', which is not available", text)
-        if isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in _FORBIDDEN_ATTRIBUTES):
+        if isinstance(node, ast.Attribute) and (node.attr.startswith(_FORBIDDEN_PREFIXES)
+                                                or node.attr in _FORBIDDEN_ATTRIBUTES):
             raise Refused(f"expression '{text}' uses the attribute '{node.attr}', which usdforge does not allow "
                           "in xacro files", text)
         if isinstance(node, ast.comprehension) and node.is_async:
