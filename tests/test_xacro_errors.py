@@ -167,3 +167,14 @@ def test_plain_expressions_are_allowed(expression):
 def test_expressions_reaching_python_internals_are_refused(expression):
     with pytest.raises(Refused):
         check_expression(expression)
+
+
+def test_errors_in_the_expanded_urdf_name_the_xacro_and_the_element_without_a_line(tmp_path):
+    source = write_case(tmp_path, {"top.urdf.xacro": HEAD + '  <xacro:property name="child" value="missing"/>\n'
+                                   '  <link name="a"/>\n  <joint name="j" type="fixed"><parent link="a"/>'
+                                   '<child link="${child}"/></joint>\n</robot>\n'})
+    with pytest.raises(ConversionError) as caught:
+        UrdfConverter(UrdfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out")))
+    # The expansion's lines are not the file's: the message names the element only.
+    assert str(caught.value).startswith(f"{source}: <child>: child link 'missing'"), str(caught.value)
+    assert not (tmp_path / "out").exists()
