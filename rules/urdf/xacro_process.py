@@ -270,7 +270,7 @@ def _problem_and_needles(exc: BaseException) -> tuple[str, list[str]]:
             return f"undefined property or name '{name}'{where}", needles + [name]
         if isinstance(error, FileNotFoundError):
             missing = error.filename or ""
-            return f"missing file {missing} (included or loaded here)", [os.path.basename(missing)]
+            return f"missing file {missing} (included or loaded here)", [os.path.basename(missing), *needles]
     text = " ".join(str(exc).split())
     match = re.match(r"unknown macro name: (\S+)", text)
     if match:
