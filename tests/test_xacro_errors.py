@@ -152,7 +152,7 @@ def test_find_pkg_share_resolves_through_the_packages(tmp_path):
 
 
 @pytest.mark.parametrize("expression", [
-    "a * 2 + b", "dims['arm_length'] / 2", "[x * 2 for x in range(3)]", "python.math.pi if flag else -1",
+    "a * 2 + b", "dims['arm_length'] / 2", "[x * 2 for x in range(3)]", "math.pi if flag else -1",
     "{'k': 1}.get('k')", "' '.join(str(v) for v in (1, 2))", "f'{a:.3f}'", "xacro.load_yaml(config).arm_length",
 ])
 def test_plain_expressions_are_allowed(expression):

@@ -135,3 +135,22 @@ xacro_args = { variant = "long" }
     assert executed(doit(work, "convert", library=library)) == []
     (bot / "config" / "long.yaml").write_text("base_mass: 1.0\narm_length: 0.9\n")
     assert executed(doit(work, "convert", library=library)) == ["convert:bot", "convert:bot_long"]
+
+
+def test_namespaced_and_glob_includes_and_eval_expand_and_are_dependencies(tmp_path):
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "parts" / "a.xacro").write_text(
+        '<robot xmlns:xacro="http://www.ros.org/wiki/xacro"><xacro:macro name="mk" params="n"><link name="${n}"/>'
+        '</xacro:macro><xacro:property name="size" value="2"/></robot>')
+    (tmp_path / "parts" / "b.xacro").write_text('<robot><link name="from_b"/></robot>')
+    (tmp_path / "parts" / "unread.xacro").write_text("<robot/>")
+    top = tmp_path / "top.urdf.xacro"
+    top.write_text('<?xml version="1.0"?>\n<robot name="r" xmlns:xacro="http://www.ros.org/wiki/xacro">\n'
+                   '  <xacro:include filename="parts/a.xacro" ns="p"/>\n  <xacro:include filename="parts/b*.xacro"/>\n'
+                   '  <xacro:p.mk n="x${p.size}"/>\n  <link name="${math.pi > 3 and \'big\' or \'small\'}$(eval 1 + 2)"/>\n'
+                   '</robot>\n')
+    from usdforge.rules.urdf.xacro import expand_xacro
+
+    assert b'<link name="from_b"/><link name="x2"/><link name="big3"/>' in expand_xacro(top).urdf
+    found = {Path(p).relative_to(tmp_path).as_posix() for p in referenced_files("urdf", top)}
+    assert found == {"parts/a.xacro", "parts/b.xacro"}
