@@ -22,11 +22,11 @@ INERTIA = '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>'
 
 #: name → (files {relative path: text}, xacro args, file at fault, line, words the message must hold)
 CASES = {
-    "undefined_property": ({"top.urdf.xacro": HEAD + f'  <link name="base">\n    <inertial><mass value="${{base_mass * 2}}"/>'
-                            f'{INERTIA}</inertial>\n  </link>\n</robot>\n'}, {},
+    "undefined_property": ({"top.urdf.xacro": HEAD + '  <link name="base">\n    <inertial>'
+                            f'<mass value="${{base_mass * 2}}"/>{INERTIA}</inertial>\n  </link>\n</robot>\n'}, {},
                            "top.urdf.xacro", 4, ["undefined property", "'base_mass'"]),
-    "undefined_macro": ({"top.urdf.xacro": HEAD + '  <link name="base"/>\n\n  <xacro:wheel side="left"/>\n</robot>\n'}, {},
-                        "top.urdf.xacro", 5, ["undefined macro", "xacro:wheel"]),
+    "undefined_macro": ({"top.urdf.xacro": HEAD + '  <link name="base"/>\n\n  <xacro:wheel side="left"/>\n'
+                         '</robot>\n'}, {}, "top.urdf.xacro", 5, ["undefined macro", "xacro:wheel"]),
     "missing_include": ({"top.urdf.xacro": HEAD + '  <xacro:include filename="parts/arm.xacro"/>\n'
                          '  <link name="base"/>\n</robot>\n'}, {},
                         "top.urdf.xacro", 3, ["missing file", "parts/arm.xacro"]),
@@ -37,14 +37,16 @@ CASES = {
                            {}, "top.urdf.xacro", 4, ["refused", "__subclasses__"]),
     "refused_eval": ({"top.urdf.xacro": HEAD + '  <link name="$(eval open)"/>\n</robot>\n'}, {},
                      "top.urdf.xacro", 3, ["refused", "name 'open'"]),
-    "file_outside_roots": ({"top.urdf.xacro": HEAD + '  <xacro:property name="y" value="${xacro.load_yaml(\'/etc/hostname\')}"/>\n'
-                            '  <link name="b${y}"/>\n</robot>\n'}, {},
+    "file_outside_roots": ({"top.urdf.xacro": HEAD + '  <xacro:property name="y" '
+                            'value="${xacro.load_yaml(\'/etc/hostname\')}"/>\n  <link name="b${y}"/>\n</robot>\n'}, {},
                            "top.urdf.xacro", 3, ["refused", "/etc/hostname", "outside"]),
-    "environment": ({"top.urdf.xacro": HEAD.replace('name="r"', 'name="$(env HOME)"') + '  <link name="b"/>\n</robot>\n'},
-                    {}, "top.urdf.xacro", 2, ["refused", "$(env HOME)", "xacro argument"]),
+    "environment": ({"top.urdf.xacro": HEAD.replace('name="r"', 'name="$(env HOME)"')
+                     + '  <link name="b"/>\n</robot>\n'}, {},
+                    "top.urdf.xacro", 2, ["refused", "$(env HOME)", "xacro argument"]),
     "error_in_included_macro": ({"top.urdf.xacro": HEAD + '  <xacro:include filename="inc.xacro"/>\n'
                                  '  <xacro:leg name="a"/>\n</robot>\n',
-                                 "inc.xacro": HEAD + '  <xacro:macro name="leg" params="name">\n    <link name="${name}">\n'
+                                 "inc.xacro": HEAD + '  <xacro:macro name="leg" params="name">\n'
+                                 '    <link name="${name}">\n'
                                  '      <visual><geometry><box size="${leg_len} 1 1"/></geometry></visual>\n'
                                  '    </link>\n  </xacro:macro>\n</robot>\n'}, {},
                                 "inc.xacro", 5, ["undefined property", "'leg_len'"]),

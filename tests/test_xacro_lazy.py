@@ -147,8 +147,8 @@ def test_namespaced_and_glob_includes_and_eval_expand_and_are_dependencies(tmp_p
     top = tmp_path / "top.urdf.xacro"
     top.write_text('<?xml version="1.0"?>\n<robot name="r" xmlns:xacro="http://www.ros.org/wiki/xacro">\n'
                    '  <xacro:include filename="parts/a.xacro" ns="p"/>\n  <xacro:include filename="parts/b*.xacro"/>\n'
-                   '  <xacro:p.mk n="x${p.size}"/>\n  <link name="${math.pi > 3 and \'big\' or \'small\'}$(eval 1 + 2)"/>\n'
-                   '</robot>\n')
+                   '  <xacro:p.mk n="x${p.size}"/>\n'
+                   '  <link name="${math.pi > 3 and \'big\' or \'small\'}$(eval 1 + 2)"/>\n</robot>\n')
     from usdforge.rules.urdf.xacro import expand_xacro
 
     assert b'<link name="from_b"/><link name="x2"/><link name="big3"/>' in expand_xacro(top).urdf

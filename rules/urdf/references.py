@@ -1,6 +1,6 @@
 """Files a URDF references: meshes and textures, and the files those meshes reference (MTL, images),
-missing ones included; for a xacro, also every file its expansion read. Paths are resolved with ``rules.urdf.paths.resolve_uri``, the converter's own
-function, from the same elements the converter reads.
+missing ones included; for a xacro, also every file its expansion read. Paths are resolved with
+``rules.urdf.paths.resolve_uri``, the converter's own function, from the same elements the converter reads.
 
 No pxr here: doit's scan tasks run this in the parent process.
 """
