@@ -180,3 +180,22 @@ def test_errors_in_the_expanded_urdf_name_the_xacro_and_the_element_without_a_li
     # The expansion's lines are not the file's: the message names the element only.
     assert str(caught.value).startswith(f"{source}: <child>: child link 'missing'"), str(caught.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_links_are_followed_then_checked(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.yaml").write_text("a: 1\n")
+    robot = tmp_path / "robot"
+    source = write_case(robot, {"top.urdf.xacro": HEAD + '  <xacro:property name="d" '
+                                'value="${xacro.load_yaml(\'config.yaml\')}"/>\n  <link name="b${d[\'a\']}"/>\n</robot>\n'})
+    (robot / "config.yaml").symlink_to(outside / "secret.yaml")
+    with pytest.raises(ConversionError, match=r"refused: .*config\.yaml is outside the xacro's folder"):
+        expand_xacro(source)
+    # A linked source is read from its real folder; what it names is relative to the link, as in xacro.
+    (robot / "config.yaml").unlink()
+    (robot / "config.yaml").write_text("a: 7\n")
+    (outside / "top.urdf.xacro").write_text(source.read_text())
+    source.unlink()
+    source.symlink_to(outside / "top.urdf.xacro")
+    assert b'<link name="b7"/>' in expand_xacro(source).urdf

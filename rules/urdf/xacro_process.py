@@ -123,7 +123,9 @@ class Session:
 
         self.source = source
         self.packages = packages
-        self.roots = [os.path.realpath(source.parent), *(os.path.realpath(p) for p in packages.values())]
+        # The source's folder, as named and (a linked source) as it really is, and the package roots.
+        self.roots = list(dict.fromkeys([os.path.realpath(source.parent), os.path.dirname(os.path.realpath(source)),
+                                         *(os.path.realpath(p) for p in packages.values())]))
         self.files: list[str] = []
         #: sha256 of each file read (missing ones absent).
         self.digests: dict[str, str] = {}
