@@ -1,6 +1,6 @@
 """The ``usdforge`` command line: one-off conversions without a library.
 
-    usdforge convert IN OUT_DIR [--package NAME=DIR]... [--config CFG.toml] [--force]
+    usdforge convert IN OUT_DIR [--package NAME=DIR]... [--xacro-arg NAME=VALUE]... [--config CFG.toml] [--force]
 
 Writes ``OUT_DIR/<name>.usd`` (plus its layers). Any user error is one line on stderr and exit status 1;
 nothing is written.
@@ -27,20 +27,30 @@ def _package(text: str) -> tuple[str, str]:
     return name, folder
 
 
+def _xacro_arg(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, found {text!r}")
+    return name, value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="usdforge", description="Convert robot and asset descriptions "
-                                     "(URDF, MJCF, meshes) to simulation-ready OpenUSD.")
+                                     "(URDF, xacro, MJCF, meshes) to simulation-ready OpenUSD.")
     parser.add_argument("--version", action="version", version=f"usdforge {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     convert = commands.add_parser(
-        "convert", help="convert one file (mesh, URDF or MJCF) into a folder",
+        "convert", help="convert one file (mesh, URDF, xacro or MJCF) into a folder",
         description="Convert IN into OUT_DIR/<name>.usd. Lazy: nothing happens when OUT_DIR already holds "
                     "an output built from the same file, the files it references and the same settings.")
     convert.add_argument("input", metavar="IN", help="mesh (obj, stl, ply, off, glb, gltf, dae, fbx), "
-                                                     "URDF (.urdf) or MJCF (.xml) file")
+                                                     "URDF (.urdf), xacro (.xacro) or MJCF (.xml) file")
     convert.add_argument("out_dir", metavar="OUT_DIR", help="output folder")
     convert.add_argument("--package", metavar="NAME=DIR", type=_package, action="append", default=[],
-                         help="folder of ROS package NAME, for URDF package:// URIs (repeatable)")
+                         help="folder of ROS package NAME, for URDF package:// URIs and xacro's $(find NAME) "
+                              "(repeatable)")
+    convert.add_argument("--xacro-arg", metavar="NAME=VALUE", type=_xacro_arg, action="append", default=[],
+                         help="argument of a xacro IN, as NAME:=VALUE on xacro's command line (repeatable)")
     convert.add_argument("--config", metavar="CFG.toml", type=Path,
                          help="TOML table of converter cfg fields (e.g. fix_base = true)")
     convert.add_argument("--kind", choices=("mesh", "urdf", "mjcf"), help="override the kind guessed from IN")
@@ -75,6 +85,10 @@ def convert_command(args: argparse.Namespace) -> str:
             raise ConfigError(f"--package: only URDF input takes packages, {args.input} is {kind}")
         table["ros_package_paths"] = [*table.get("ros_package_paths", []),
                                       *({"name": n, "path": str(Path(d).absolute())} for n, d in args.package)]
+    if args.xacro_arg:
+        if kind != "urdf":
+            raise ConfigError(f"--xacro-arg: only xacro input takes xacro arguments, {args.input} is {kind}")
+        table["xacro_args"] = {**table.get("xacro_args", {}), **dict(args.xacro_arg)}
     try:
         cfg = structure_cfg(table, cfg_class(kind))
     except ConfigError as exc:

@@ -80,7 +80,8 @@ class AssetConverterBase:
         from usdforge.pipeline.kinds import rule
 
         asset = Path(self.cfg.asset_path)
-        references = referenced_files(self.kind, asset, packages_of(self.cfg))
+        references = referenced_files(self.kind, asset, packages_of(self.cfg),
+                                      getattr(self.cfg, "xacro_args", None))
         convert = rule(self.kind).convert
 
         def make_key(outputs: dict[str, Path]) -> str:

@@ -58,6 +58,7 @@ def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
         specs.append({
             "name": entry.name, "kind": kind, "source": normalise(entry_source(library, entry)),
             "packages": {item["name"]: item["path"] for item in getattr(cfg, "ros_package_paths", None) or []},
+            "xacro_args": dict(getattr(cfg, "xacro_args", None) or {}),
             "cfg_json": cfg_to_json(cfg), "digest": config_digest(cfg, kind),
             "targets": [normalise(usd_dir / name) for name in outputs],
             "key_path": normalise(usd_dir / key_file_name(cfg.usd_file_name)),

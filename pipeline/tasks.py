@@ -25,14 +25,15 @@ DEFAULT_LIBRARY = Path("assets/library.toml")
 DEFAULT_BUILD_DIR = Path("build")
 
 
-def scan_references(kind: str, source: str, packages: dict[str, str]) -> dict[str, Any]:
+def scan_references(kind: str, source: str, packages: dict[str, str],
+                    xacro_args: dict[str, str] | None = None) -> dict[str, Any]:
     """doit calc_dep action: ``file_dep`` = referenced files that exist; ``scanned`` = their stamps."""
     from usdforge.pipeline.references import referenced_files
     from usdforge.rules.errors import ConversionError
     from usdforge.schemas import ConfigError
 
     try:
-        found = referenced_files(kind, source, packages)
+        found = referenced_files(kind, source, packages, xacro_args)
     except (ConversionError, ConfigError, OSError) as exc:
         return {"file_dep": [], "scanned": {}, "scan_error": str(exc)}
     return {"file_dep": [p for p in found if os.path.isfile(p)], "scanned": {p: _stamp(p) for p in found}}
@@ -127,8 +128,12 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY,
             continue
         name = spec["name"]
         yield {"basename": "scan", "name": name, "file_dep": [spec["source"]],
-               "actions": [(scan_references, [spec["kind"], spec["source"], spec["packages"]])],
-               "uptodate": [references_unchanged], "doc": f"find the files {name}'s source references",
+               "actions": [(scan_references, [spec["kind"], spec["source"], spec["packages"],
+                                              spec.get("xacro_args", {})])],
+               # Other packages or xacro arguments can name other files: scan again when they change.
+               "uptodate": [references_unchanged,
+                            config_changed({"packages": spec["packages"], "xacro_args": spec.get("xacro_args", {})})],
+               "doc": f"find the files {name}'s source references",
                "verbosity": 0}
         yield {
             "basename": "convert", "name": name, "doc": spec["doc"],

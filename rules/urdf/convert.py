@@ -1,8 +1,9 @@
 """URDF → USD: ``UrdfConverterCfg`` applied to the robot ``rules.urdf.read`` reads, written by the shared
 ``rules.robot.writer`` writer (docs/usd_layout.md).
 
-The steps, in order: read (every element; recoverable problems are ``ConversionWarning``s naming file,
-line and element; unrecoverable ones ``ConversionError``s before anything is written) → colliders copied
+The steps, in order: a xacro source expanded (``rules.urdf.xacro``) → read (every element; recoverable
+problems are ``ConversionWarning``s naming file, line and element; unrecoverable ones ``ConversionError``s
+before anything is written) → colliders copied
 from visuals (``collision_from_visuals``) → cylinders to capsules → mimic couplings dropped
 (``convert_mimic_joints_to_normal_joints``) → fixed joints merged (``merge_fixed_joints``; ghost links on
 fixed joints always become frames) → base and articulation root → masses for massless links
@@ -23,6 +24,7 @@ from usdforge.rules.robot.model import Geometry, Link, Robot, Shape
 from usdforge.rules.robot.writer import RobotUsdOptions, write_robot
 from usdforge.rules.urdf.drives import apply_joint_drives
 from usdforge.rules.urdf.read import read_urdf
+from usdforge.rules.urdf.xacro import expand_xacro, is_xacro
 from usdforge.schemas.urdf_cfg import UrdfConverterCfg
 
 
@@ -31,11 +33,21 @@ def packages_of(cfg: UrdfConverterCfg) -> dict[str, str]:
     return {entry["name"]: entry["path"] for entry in cfg.ros_package_paths}
 
 
+def expanded_xacro(cfg: UrdfConverterCfg) -> bytes | None:
+    """The URDF ``cfg.asset_path`` expands to when it is a xacro (``rules.urdf.xacro``), else None."""
+    if not is_xacro(cfg.asset_path):
+        return None
+    expansion = expand_xacro(cfg.asset_path, packages_of(cfg), cfg.xacro_args)
+    for message in expansion.warnings:
+        warn(cfg.asset_path, message, "xacro")
+    return expansion.urdf
+
+
 def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) -> Robot:
     """The Robot ``cfg`` describes, every cfg rule applied, ready to write."""
     asset = Path(cfg.asset_path)
     meshes = meshes or MeshLibrary()
-    robot = read_urdf(asset, packages_of(cfg), meshes)
+    robot = read_urdf(asset, packages_of(cfg), meshes, expanded_xacro(cfg))
     if cfg.collision_from_visuals:
         for link in robot.links:
             if not any(shape.collision for shape in link.shapes):
