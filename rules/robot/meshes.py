@@ -8,12 +8,23 @@ ignores it too, and robot descriptions are authored for RViz). A part's node tra
 per-shape ``scale`` are baked into the vertices, so every mesh prim sits at identity in its shape frame
 and physics engines never see a scaled collider. Points are welded (one per position); the normals a file
 gives (COLLADA, OBJ) and its UVs are kept, face-varying.
+
+Inside ``mesh_cache(store)`` (the pipeline opens it around a conversion), the parts of a file are an
+artifact of the build cache, keyed by the content of the file and of the files it references, and by
+the code and library versions that read it: a file used by several conversions is read once.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import io
+import json
 import logging
+import os
 from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import cache
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
@@ -121,6 +132,90 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> Me
     return _bake(part, transform)
 
 
+#: The build cache meshes are read through (``pipeline.cache.Store``: get_entry, put_entry, record), or None.
+_MESH_CACHE: ContextVar[Any] = ContextVar("usdforge_mesh_cache", default=None)
+#: The files whose code decides the parts read from a mesh file (their bytes are part of the cache key).
+_READER_CODE = (Path(__file__), Path(__file__).parents[1] / "mesh" / "read.py")
+_PARTS_FILE = "parts.npz"
+
+
+@contextmanager
+def mesh_cache(store: Any) -> Iterator[None]:
+    """Read mesh files through ``store`` (None: no cache) within the block."""
+    token = _MESH_CACHE.set(store)
+    try:
+        yield
+    finally:
+        _MESH_CACHE.reset(token)
+
+
+@cache
+def _reader_stamp() -> str:
+    digest = hashlib.sha256()
+    for path in _READER_CODE:
+        digest.update(path.read_bytes())
+    for name in ("trimesh", "numpy", "pycollada", "pillow"):
+        try:
+            digest.update(f"{name}={importlib.metadata.version(name)};".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{name}=absent;".encode())
+    return digest.hexdigest()
+
+
+def _file_sha(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return "missing"
+    return digest.hexdigest()
+
+
+def mesh_key(path: Path) -> str:
+    """The cache key of a mesh file's parts: its content, its name (STL parts are named after it), the
+    content of the files it references (MTL, textures; by path relative to it) and the reading code."""
+    references = {os.path.relpath(ref, path.parent): _file_sha(ref) for ref in mesh_references(path)}
+    payload = {"mesh": _file_sha(path), "name": path.name, "references": dict(sorted(references.items())),
+               "reader": _reader_stamp(), "units": "meters"}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+_ARRAYS = ("points", "faces", "normals", "uv", "colors", "normal_indices")
+
+
+def parts_to_bytes(parts: list[MeshPart], folder: Path) -> bytes:
+    """The parts as an .npz (arrays exactly as they are; texture paths relative to ``folder``)."""
+    arrays: dict[str, np.ndarray] = {}
+    meta = []
+    for index, part in enumerate(parts):
+        for field in _ARRAYS:
+            value = getattr(part, field)
+            if value is not None:
+                arrays[f"{index}.{field}"] = value
+        meta.append({"name": part.name, "color": None if part.color is None else [float(c) for c in part.color],
+                     "texture": None if part.texture is None else os.path.relpath(part.texture, folder)})
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def parts_from_bytes(data: bytes, folder: Path) -> list[MeshPart]:
+    """``parts_to_bytes`` reversed."""
+    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+        meta = json.loads(archive["meta"].tobytes())
+        parts = []
+        for index, item in enumerate(meta):
+            fields = {f: archive[f"{index}.{f}"] for f in _ARRAYS if f"{index}.{f}" in archive.files}
+            parts.append(MeshPart(item["name"], fields.pop("points"), fields.pop("faces"), **fields,
+                                  color=None if item["color"] is None else tuple(item["color"]),
+                                  texture=None if item["texture"] is None else
+                                  Path(os.path.normpath(folder / item["texture"]))))
+    return parts
+
+
 class MeshLibrary:
     """Reads each mesh file once and bakes each (file, scale) once; failures are cached too."""
 
@@ -130,6 +225,23 @@ class MeshLibrary:
         self._volumes: dict[tuple[Path, tuple[float, float, float]], VolumeProperties] = {}
 
     def _read(self, path: Path) -> list[MeshPart]:
+        store = _MESH_CACHE.get()
+        if store is None:
+            return self._read_file(path)
+        key = mesh_key(path)
+        cached = store.get_entry(key)
+        store.record("mesh", hit=cached is not None)
+        if cached is not None:
+            try:
+                return parts_from_bytes(cached.files[_PARTS_FILE], path.parent)
+            except (KeyError, ValueError, OSError):
+                pass  # an artifact of another layout: read the file
+        parts = self._read_file(path)
+        if all(part.image is None for part in parts):  # in-memory textures are not stored
+            store.put_entry(key, {_PARTS_FILE: parts_to_bytes(parts, path.parent)})
+        return parts
+
+    def _read_file(self, path: Path) -> list[MeshPart]:
         with _quiet_trimesh():
             loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
         # STL has no node names (trimesh names a part after the file or its header): the file's stem.
