@@ -37,10 +37,12 @@ _PROCESS_BUILD = uuid.uuid4().hex[:12]
 
 
 class Artifact(NamedTuple):
-    """What the cache holds for one key: files (relative name → bytes) and meta data."""
+    """What the cache holds for one key: files (relative name → bytes, verified), meta data, and the
+    files' SHA-256 (relative name → hex)."""
 
     files: dict[str, bytes]
     meta: Any
+    shas: dict[str, str]
 
 
 def default_cache_dir(build_dir: str | Path = "build") -> Path | None:
@@ -85,10 +87,8 @@ class Store:
         destination.parent.mkdir(parents=True, exist_ok=True)
         staging = destination.with_name(f".{destination.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
-            with open(staging, "wb") as stream:
-                stream.write(data)
-                stream.flush()
-                os.fsync(stream.fileno())
+            # No fsync: every read verifies the object's hash, so one torn by a power loss is rejected then.
+            staging.write_bytes(data)
             os.replace(staging, destination)
         except BaseException:
             staging.unlink(missing_ok=True)
@@ -113,15 +113,15 @@ class Store:
             return None
         return sha
 
-    def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None) -> bool:
+    def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None) -> dict[str, str] | None:
         """Store an artifact: every file's bytes, then the entry naming them (so an entry is never visible
         before its objects), with ``meta`` (plain JSON data, e.g. the warnings of the conversion).
-        Returns whether it was stored."""
+        Returns {name: sha256} of the files stored, or None when nothing could be."""
         objects = {}
         for name, data in sorted(files.items()):
             sha = self.put_bytes(data)
             if sha is None:
-                return False
+                return None
             objects[name] = sha
         body = {"key": key, "files": objects, "meta": meta}
         body["checksum"] = sha256_bytes(json.dumps(body, sort_keys=True).encode())
@@ -129,8 +129,8 @@ class Store:
             self._write_atomically(self._entry_path(key), json.dumps(body, sort_keys=True).encode())
         except OSError as exc:
             self._disable(exc)
-            return False
-        return True
+            return None
+        return objects
 
     # -- reading
     def get_bytes(self, sha: str) -> bytes | None:
@@ -184,7 +184,7 @@ class Store:
             if data is None:
                 return None
             files[name] = data
-        return Artifact(files, body.get("meta"))
+        return Artifact(files, body.get("meta"), dict(body["files"]))
 
     # -- statistics
     def record(self, kind: str, hit: bool) -> None:

@@ -15,7 +15,7 @@ import importlib.metadata
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from usdforge.pipeline.fingerprint import file_digest
 from usdforge.schemas import __version__, config_digest
@@ -79,9 +79,10 @@ def resolve_name(name: str, source_dir: Path, packages: dict[str, str]) -> Path 
     return Path(os.path.abspath(source_dir / name))
 
 
-def named_digests(paths: list[str | Path], source_dir: Path, packages: dict[str, str]) -> dict[str, str]:
+def named_digests(paths: list[str | Path], source_dir: Path, packages: dict[str, str],
+                  digest: Callable[[str | Path], str] = file_digest) -> dict[str, str]:
     """{reference name: sha256 or "missing"} of the referenced files, sorted by name."""
-    named = {reference_name(p, source_dir, packages): file_digest(p) for p in paths}
+    named = {reference_name(p, source_dir, packages): digest(p) for p in paths}
     return dict(sorted(named.items()))
 
 

@@ -86,12 +86,13 @@ class AssetConverterBase:
         self._packages = packages_of(self.cfg)
         self._digest = location_free_digest(self.cfg, self.kind)
         self.restored = False
+        self._digests: dict[str, str] = {}
         self.reasons: list[str] = ["force_usd_conversion is set"] if cfg.force_usd_conversion else []
         previous = read_key(usd_dir / key_file_name(usd_file_name))
         if not lazy:
             self.reasons.append("no usd_dir: lazy conversion is off")
         elif not self.reasons:
-            self.reasons = stale_reasons(previous, self._digest, asset, usd_dir, self._packages)
+            self.reasons = stale_reasons(previous, self._digest, asset, usd_dir, self._packages, self._file_digest)
         self.converted = bool(self.reasons)
         if self.converted:
             self._build(previous, open_store(cache), use_cache=not cfg.force_usd_conversion)
@@ -104,8 +105,9 @@ class AssetConverterBase:
         """Restore the outputs from the cache, or convert (and store them), into usd_dir atomically."""
         asset = Path(self.cfg.asset_path)
         references = referenced_files(self.kind, asset, self._packages)
-        named = named_digests(references, asset.parent, self._packages)
-        asset_sha = file_digest(asset)
+        named = named_digests(references, asset.parent, self._packages, self._file_digest)
+        asset_sha = self._file_digest(asset)
+        outputs: dict[str, str] = {}  # relative name → sha256 of what is written, known from the cache
         self.cache_key = key = cache_key(self.kind, self._digest, asset.name, asset_sha, named)
         self.inputs = [asset, *(Path(p) for p in references)]
         cached = store.get_entry(key) if store is not None and use_cache else None
@@ -123,6 +125,7 @@ class AssetConverterBase:
                 warn(os.path.normpath(asset.parent / item["file"]), item["problem"], item.get("element"),
                      item.get("line"))
             for name, data in cached.files.items():
+                outputs[name] = cached.shas[name]
                 path = staging / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
@@ -135,7 +138,7 @@ class AssetConverterBase:
             from usdforge.rules.conversion_warnings import recording
             from usdforge.rules.robot.meshes import mesh_cache
 
-            with mesh_cache(store if use_cache else None), recording() as warned:
+            with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned:
                 written = rule(self.kind).convert(self.cfg, staging)
             stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
@@ -143,15 +146,15 @@ class AssetConverterBase:
                          for p in written}
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
                                       "element": w.element, "line": w.line} for w in warned]}
-                store.put_entry(key, files, meta)
+                outputs.update(store.put_entry(key, files, meta) or {})
             return written
 
-        def make_key(outputs: dict[str, Path]) -> str:
+        def make_key(written: dict[str, Path]) -> str:
             return key_to_toml(LazyKey(
                 kind=self.kind, cache_key=key, config_digest=self._digest,
                 source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
                 libraries=library_versions(self.kind),
-                references=named, outputs={name: file_digest(path) for name, path in outputs.items()},
+                references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
                 cfg=self._readable_cfg()))
 
         if cached is not None:
@@ -162,6 +165,13 @@ class AssetConverterBase:
         build_atomically(self._usd_dir, restore if cached is not None else convert,
                          key_file_name(self._usd_file_name), make_key,
                          list(previous.outputs) if previous is not None else [])
+
+    def _file_digest(self, path: str | Path) -> str:
+        """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask)."""
+        name = os.path.abspath(path)
+        if name not in self._digests:
+            self._digests[name] = file_digest(name)
+        return self._digests[name]
 
     def _readable_cfg(self) -> dict[str, Any]:
         """The cfg for the sidecar: no location fields, package folders relative to the output folder."""

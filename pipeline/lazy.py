@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 import tomli_w
@@ -68,13 +68,13 @@ def read_key(path: Path) -> LazyKey | None:
 
 
 def stale_reasons(key: LazyKey | None, config_digest: str, asset: Path, usd_dir: Path,
-                  packages: dict[str, str]) -> list[str]:
+                  packages: dict[str, str], digest: Callable[[str | Path], str] = file_digest) -> list[str]:
     """Why the outputs described by ``key`` are out of date; empty when they are up to date.
 
     The references are not re-scanned: the scan is a function of the asset's and the references'
     contents (and of the cfg), all compared here; each recorded name is resolved from the asset's folder
     (or its package), wherever that is now. A reference that was missing is recorded as ``"missing"``,
-    so creating it later counts as a change.
+    so creating it later counts as a change. digest: how to hash a file (a memo of the caller's).
     """
     if key is None:
         return ["no usable lazy key (first conversion, or the key was deleted)"]
@@ -83,13 +83,13 @@ def stale_reasons(key: LazyKey | None, config_digest: str, asset: Path, usd_dir:
         reasons.append(f"usdforge changed from {key.usdforge} to {__version__}")
     if key.config_digest != config_digest:
         reasons.append("the configuration changed")
-    asset_sha = file_digest(asset)
+    asset_sha = digest(asset)
     if key.asset != {asset.name: asset_sha}:
         reasons.append(f"the asset {asset} changed")
     current = {}
     for name in key.references:
         path = resolve_name(name, asset.parent, packages)
-        current[name] = file_digest(path) if path is not None else "unresolved"
+        current[name] = digest(path) if path is not None else "unresolved"
     changed = [name for name, sha in key.references.items() if current[name] != sha]
     if changed:
         reasons.append(f"referenced file(s) changed: {', '.join(changed)}")

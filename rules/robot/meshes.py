@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import io
 import json
 import logging
 import os
@@ -26,7 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 import trimesh
@@ -132,17 +131,19 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> Me
     return _bake(part, transform)
 
 
-#: The build cache meshes are read through (``pipeline.cache.Store``: get_entry, put_entry, record), or None.
-_MESH_CACHE: ContextVar[Any] = ContextVar("usdforge_mesh_cache", default=None)
+#: The build cache meshes are read through (``pipeline.cache.Store``: get_entry, put_entry, record) and the
+#: caller's file hashing (path → sha256), or None.
+_MESH_CACHE: ContextVar[tuple[Any, Callable[[Path], str]] | None] = ContextVar("usdforge_mesh_cache", default=None)
 #: The files whose code decides the parts read from a mesh file (their bytes are part of the cache key).
 _READER_CODE = (Path(__file__), Path(__file__).parents[1] / "mesh" / "read.py")
-_PARTS_FILE = "parts.npz"
+_PARTS_FILE = "parts.bin"
 
 
 @contextmanager
-def mesh_cache(store: Any) -> Iterator[None]:
-    """Read mesh files through ``store`` (None: no cache) within the block."""
-    token = _MESH_CACHE.set(store)
+def mesh_cache(store: Any, digest: Callable[[Path], str] | None = None) -> Iterator[None]:
+    """Read mesh files through ``store`` (None: no cache) within the block; ``digest`` hashes a file
+    (default: SHA-256 of its bytes; a caller that hashed the files already passes its memo)."""
+    token = _MESH_CACHE.set(None if store is None else (store, digest or _file_sha))
     try:
         yield
     finally:
@@ -173,11 +174,12 @@ def _file_sha(path: Path) -> str:
     return digest.hexdigest()
 
 
-def mesh_key(path: Path) -> str:
+def mesh_key(path: Path, digest: Callable[[Path], str] = _file_sha) -> str:
     """The cache key of a mesh file's parts: its content, its name (STL parts are named after it), the
-    content of the files it references (MTL, textures; by path relative to it) and the reading code."""
-    references = {os.path.relpath(ref, path.parent): _file_sha(ref) for ref in mesh_references(path)}
-    payload = {"mesh": _file_sha(path), "name": path.name, "references": dict(sorted(references.items())),
+    content of the files it references (MTL, textures, buffers; by path relative to it) and the reading
+    code and libraries."""
+    references = {os.path.relpath(ref, path.parent): digest(ref) for ref in mesh_references(path)}
+    payload = {"mesh": digest(path), "name": path.name, "references": dict(sorted(references.items())),
                "reader": _reader_stamp(), "units": "meters"}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -186,33 +188,41 @@ _ARRAYS = ("points", "faces", "normals", "uv", "colors", "normal_indices")
 
 
 def parts_to_bytes(parts: list[MeshPart], folder: Path) -> bytes:
-    """The parts as an .npz (arrays exactly as they are; texture paths relative to ``folder``)."""
-    arrays: dict[str, np.ndarray] = {}
-    meta = []
-    for index, part in enumerate(parts):
+    """The parts as bytes: a JSON header (names, colours, texture paths relative to ``folder``, and each
+    array's dtype, shape and offset) then the arrays' raw bytes, exactly as they are."""
+    meta, chunks, offset = [], [], 0
+    for part in parts:
+        arrays = {}
         for field in _ARRAYS:
             value = getattr(part, field)
             if value is not None:
-                arrays[f"{index}.{field}"] = value
+                value = np.ascontiguousarray(value)
+                arrays[field] = [value.dtype.str, list(value.shape), offset]
+                chunks.append(value.tobytes())
+                offset += value.nbytes
         meta.append({"name": part.name, "color": None if part.color is None else [float(c) for c in part.color],
-                     "texture": None if part.texture is None else os.path.relpath(part.texture, folder)})
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
+                     "texture": None if part.texture is None else os.path.relpath(part.texture, folder),
+                     "arrays": arrays})
+    header = json.dumps(meta).encode()
+    return len(header).to_bytes(8, "little") + header + b"".join(chunks)
 
 
 def parts_from_bytes(data: bytes, folder: Path) -> list[MeshPart]:
-    """``parts_to_bytes`` reversed."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-        meta = json.loads(archive["meta"].tobytes())
-        parts = []
-        for index, item in enumerate(meta):
-            fields = {f: archive[f"{index}.{f}"] for f in _ARRAYS if f"{index}.{f}" in archive.files}
-            parts.append(MeshPart(item["name"], fields.pop("points"), fields.pop("faces"), **fields,
-                                  color=None if item["color"] is None else tuple(item["color"]),
-                                  texture=None if item["texture"] is None else
-                                  Path(os.path.normpath(folder / item["texture"]))))
+    """``parts_to_bytes`` reversed (arrays in one writable buffer, no copy per array)."""
+    size = int.from_bytes(data[:8], "little")
+    meta = json.loads(data[8:8 + size])
+    buffer = bytearray(data[8 + size:])
+    parts = []
+    for item in meta:
+        fields = {}
+        for field, (dtype, shape, offset) in item["arrays"].items():
+            dtype = np.dtype(dtype)
+            count = int(np.prod(shape)) if shape else 1
+            fields[field] = np.frombuffer(buffer, dtype, count, offset).reshape(shape)
+        parts.append(MeshPart(item["name"], fields.pop("points"), fields.pop("faces"), **fields,
+                              color=None if item["color"] is None else tuple(item["color"]),
+                              texture=None if item["texture"] is None else
+                              Path(os.path.normpath(folder / item["texture"]))))
     return parts
 
 
@@ -225,10 +235,11 @@ class MeshLibrary:
         self._volumes: dict[tuple[Path, tuple[float, float, float]], VolumeProperties] = {}
 
     def _read(self, path: Path) -> list[MeshPart]:
-        store = _MESH_CACHE.get()
-        if store is None:
+        active = _MESH_CACHE.get()
+        if active is None:
             return self._read_file(path)
-        key = mesh_key(path)
+        store, digest = active
+        key = mesh_key(path, digest)
         cached = store.get_entry(key)
         store.record("mesh", hit=cached is not None)
         if cached is not None:
