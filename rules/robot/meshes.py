@@ -241,7 +241,7 @@ class MeshLibrary:
         store, digest = active
         key = mesh_key(path, digest)
         cached = store.get_entry(key)
-        store.record("mesh", hit=cached is not None)
+        store.record("mesh-geometry", hit=cached is not None)
         if cached is not None:
             try:
                 return parts_from_bytes(cached.files[_PARTS_FILE], path.parent)
