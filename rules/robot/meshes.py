@@ -150,6 +150,11 @@ def mesh_cache(store: Any, digest: Callable[[Path], str] | None = None) -> Itera
         _MESH_CACHE.reset(token)
 
 
+def active_mesh_cache() -> tuple[Any, Callable[[Path], str]] | None:
+    """(store, file hashing) of the enclosing ``mesh_cache``, or None."""
+    return _MESH_CACHE.get()
+
+
 @cache
 def _reader_stamp() -> str:
     digest = hashlib.sha256()
