@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     convert = commands.add_parser(
         "convert", help="convert one file (mesh, URDF or MJCF) into a folder",
         description="Convert IN into OUT_DIR/<name>.usd. Lazy: nothing happens when OUT_DIR already holds "
-                    "an output built from the same file, the files it references and the same settings.")
+                    "an output built from the same file, the files it references and the same settings; "
+                    "an output built from the same inputs anywhere is restored from the build cache.")
     convert.add_argument("input", metavar="IN", help="mesh (obj, stl, ply, off, glb, gltf, dae, fbx), "
                                                      "URDF (.urdf) or MJCF (.xml) file")
     convert.add_argument("out_dir", metavar="OUT_DIR", help="output folder")

@@ -124,10 +124,13 @@ class AssetConverterBase:
                 # The conversion's warnings, as it gave them, naming the files where they are now.
                 warn(os.path.normpath(asset.parent / item["file"]), item["problem"], item.get("element"),
                      item.get("line"))
+            folders = set()
             for name, data in cached.files.items():
                 outputs[name] = cached.shas[name]
                 path = staging / name
-                path.parent.mkdir(parents=True, exist_ok=True)
+                if path.parent not in folders:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    folders.add(path.parent)
                 path.write_bytes(data)
                 written.append(path)
             return written
