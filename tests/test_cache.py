@@ -139,6 +139,30 @@ def test_cfg_edit_reuses_cached_geometry_and_equals_a_cold_conversion(tmp_path, 
     assert rebuilt.converted and not rebuilt.restored
     cold = UrdfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
     assert outputs(Path(rebuilt.usd_dir)) == outputs(Path(cold.usd_dir))
+    # No mesh file read again, and the geometry layer copied from the cache, not authored.
+    lookups = last_build(build_cache)
+    assert lookups["mesh-geometry"] == {"hits": 3, "misses": 3}
+    assert lookups["geometry-layer"] == {"hits": 1, "misses": 1}
+
+
+def test_a_restore_gives_the_conversions_warnings_naming_the_files_where_they_are(tmp_path, build_cache):
+    from usdforge.rules.conversion_warnings import ConversionWarning
+    from usdforge.schemas import UrdfConverterCfg
+
+    urdf = '<robot name="r"><link name="base"/><link name="arm"><visual><geometry><box size="1 1 1"/>' \
+           '</geometry></visual></link><joint name="j" type="revolute"><parent link="base"/><child link="arm"/>' \
+           '<axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint></robot>'
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "r.urdf").write_text(urdf)
+    with pytest.warns(ConversionWarning) as converted:
+        UrdfConverter(UrdfConverterCfg(asset_path=str(tmp_path / "one/r.urdf"), usd_dir=str(tmp_path / "out1")))
+    with pytest.warns(ConversionWarning) as restored:
+        again = UrdfConverter(UrdfConverterCfg(asset_path=str(tmp_path / "two/r.urdf"), usd_dir=str(tmp_path / "out2")))
+    assert again.restored
+    first = [str(w.message) for w in converted if issubclass(w.category, ConversionWarning)]
+    second = [str(w.message) for w in restored if issubclass(w.category, ConversionWarning)]
+    assert first and second == [m.replace(str(tmp_path / "one"), str(tmp_path / "two")) for m in first]
 
 
 @pytest.mark.parametrize("damage", ["bit flip", "truncation"])
