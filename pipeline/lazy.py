@@ -16,7 +16,7 @@ from typing import Any, Callable
 import attrs
 import tomli_w
 
-from usdforge.pipeline.content_key import library_versions, named_digests, resolve_name
+from usdforge.pipeline.content_key import library_versions, resolve_name
 from usdforge.pipeline.fingerprint import file_digest
 from usdforge.schemas import __version__
 
@@ -102,4 +102,3 @@ def stale_reasons(key: LazyKey | None, config_digest: str, asset: Path, usd_dir:
     return reasons
 
 
-__all__ = ["LazyKey", "key_to_toml", "read_key", "stale_reasons", "named_digests"]
