@@ -229,8 +229,10 @@ class Store:
         return (p for p in base.glob("*/*") if p.is_file() and not p.name.startswith("."))
 
     def prune(self, max_bytes: int) -> tuple[int, int]:
-        """Drop least recently used artifacts until the cache holds at most ``max_bytes``, then every
-        object no remaining entry names, and stray temporary files. Returns (entries removed, bytes freed)."""
+        """Drop least recently used artifacts until the cache holds at most ``max_bytes``, then the objects
+        only they named, orphan objects older than an hour (a younger one may belong to an entry being
+        written), stray temporary files of killed writers, and old statistics. Returns (entries removed,
+        bytes freed)."""
         before = self.stats()["bytes"]
         entries = sorted(self._files("entries"), key=lambda p: _mtime(p))
         kept: dict[Path, set[str]] = {}
@@ -246,22 +248,33 @@ class Store:
             live = set().union(*kept.values()) if kept else set()
             return sum(_size(p) for p in kept) + sum(by_sha.get(sha, 0) for sha in live)
 
-        removed = 0
+        removed, dropped = 0, set()
         for path in list(kept):
             if total() <= max_bytes:
                 break
             path.unlink(missing_ok=True)
-            del kept[path]
+            dropped |= kept.pop(path)
             removed += 1
         live = set().union(*kept.values()) if kept else set()
+        now = time.time()
         for path in sizes:
-            if path.name not in live:
+            if path.name not in live and (path.name in dropped or now - _mtime(path) > 3600):
                 path.unlink(missing_ok=True)
         for folder in ("objects", "entries"):
             for stray in (self.root / folder).glob("*/.*.tmp-*") if (self.root / folder).is_dir() else []:
-                if time.time() - _mtime(stray) > 3600:  # a writer killed long ago; a live one is younger
+                if now - _mtime(stray) > 3600:  # a writer killed long ago; a live one is younger
                     stray.unlink(missing_ok=True)
+        self._trim_stats()
         return removed, before - self.stats()["bytes"]
+
+    def _trim_stats(self, keep: int = 10000) -> None:
+        path = self.root / _STATS
+        try:
+            lines = path.read_text().splitlines(keepends=True)
+            if len(lines) > keep:
+                self._write_atomically(path, "".join(lines[-keep:]).encode())
+        except OSError:
+            pass
 
     def clear(self) -> None:
         """Remove every artifact and object (the folder itself and anything else in it stay)."""

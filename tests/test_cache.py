@@ -282,6 +282,9 @@ def test_prune_drops_least_recently_used_artifacts_first(tmp_path):
     assert store.entry("middle".ljust(64, "0")) is None
     assert store.entry("old".ljust(64, "0")) is not None and store.entry("new".ljust(64, "0")) is not None
     assert store.stats()["objects"] == 2
+    orphan = store.put_bytes(b"written by a build whose entry is not there yet")
+    store.prune(0)
+    assert store.stats()["entries"] == 0 and store.get_bytes(orphan) is not None  # young orphans stay
 
 
 def test_an_unwritable_cache_degrades_to_no_cache_with_one_warning(tmp_path, caplog):
