@@ -1,6 +1,7 @@
 """usdforge's task graph. `doit convert` builds every entry of assets/library.toml into build/usd/.
 
-`doit convert library=PATH` builds another manifest; `doit ik` runs the IK study of every entry with an
+`doit convert library=PATH` builds another manifest; `doit convert cache=PATH` uses that build cache
+(default ``$USDFORGE_CACHE``, else build/cache; ``cache=off``: none); `doit ik` runs the IK study of every entry with an
 `ee_body`; `doit list` shows the tasks.
 """
 
@@ -22,7 +23,7 @@ DOIT_CONFIG = {
 
 def task_convert():
     """Convert every library entry to USD (one subtask per entry)."""
-    yield from convert_tasks(get_var("library", str(DEFAULT_LIBRARY)))
+    yield from convert_tasks(get_var("library", str(DEFAULT_LIBRARY)), cache=get_var("cache", None))
 
 
 def task_ik():

@@ -30,9 +30,12 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
         key_text = make_key({name: staging / name for name in relative})
         (staging / key_name).write_text(key_text)
         usd_dir.mkdir(parents=True, exist_ok=True)
+        folders = {usd_dir}
         for name in relative:
             destination = usd_dir / name
-            destination.parent.mkdir(parents=True, exist_ok=True)
+            if destination.parent not in folders:
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                folders.add(destination.parent)
             os.replace(staging / name, destination)
         for name in set(previous_outputs) - set(relative) - {key_name}:
             stale = usd_dir / name

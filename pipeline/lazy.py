@@ -1,19 +1,23 @@
 """The lazy key: what an output was built from, stored beside it as TOML so a user can see why it rebuilt.
 
-``<usd_dir>/<stem>.usdforge.toml`` records usdforge's version, the config digest, content hashes of the
-asset and of every file it references, content hashes of every output, and the cfg itself.
+``<usd_dir>/<stem>.usdforge.toml`` records usdforge's version, the cache key (``pipeline.content_key``),
+the config digest, content hashes of the asset and of every file it references (named relative to the
+asset's folder or its package root, never by absolute path), content hashes of every output, and the cfg
+without its location fields. Nothing in it names where the checkout is, so a moved or cloned checkout is
+recognised as up to date.
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 import tomli_w
 
-from usdforge.pipeline.fingerprint import digests, file_digest
+from usdforge.pipeline.content_key import library_versions, resolve_name
+from usdforge.pipeline.fingerprint import file_digest
 from usdforge.schemas import __version__
 
 
@@ -22,16 +26,23 @@ class LazyKey:
     """What one conversion's outputs were built from.
 
     kind: the rule ("mesh", "urdf", "mjcf").
-    config_digest: ``schemas.config_digest`` of the cfg (usdforge's version included).
-    asset: {absolute path: sha256} of the source file.
-    references: {absolute path: sha256} of every file the source references, recursively.
+    cache_key: the content key of the inputs (``pipeline.content_key.cache_key``).
+    config_digest: ``content_key.location_free_digest`` of the cfg (usdforge's version included).
+    source: the asset's path relative to the output folder (for people; the check uses content).
+    libraries: versions of the libraries that shape the bytes (``content_key.library_versions``).
+    asset: {file name: sha256} of the source file.
+    references: {name relative to the source's folder, or package://…: sha256 or "missing"} of every
+        file the source references, recursively.
     outputs: {path relative to usd_dir: sha256} of every file written (the key itself excluded).
-    cfg: the cfg as plain data, for people reading the file.
+    cfg: the cfg as plain data without location fields, for people reading the file.
     """
 
     usdforge: str = __version__
     kind: str
+    cache_key: str
     config_digest: str
+    source: str = ""
+    libraries: dict[str, str] = attrs.field(factory=dict)
     asset: dict[str, str]
     references: dict[str, str]
     outputs: dict[str, str] = attrs.field(factory=dict)
@@ -56,12 +67,14 @@ def read_key(path: Path) -> LazyKey | None:
         return None
 
 
-def stale_reasons(key: LazyKey | None, config_digest: str, asset: Path, usd_dir: Path) -> list[str]:
+def stale_reasons(key: LazyKey | None, config_digest: str, asset: Path, usd_dir: Path,
+                  packages: dict[str, str], digest: Callable[[str | Path], str] = file_digest) -> list[str]:
     """Why the outputs described by ``key`` are out of date; empty when they are up to date.
 
     The references are not re-scanned: the scan is a function of the asset's and the references'
-    contents (and of the cfg), all compared here. A reference that was missing is recorded as
-    ``"missing"``, so creating it later counts as a change.
+    contents (and of the cfg), all compared here; each recorded name is resolved from the asset's folder
+    (or its package), wherever that is now. A reference that was missing is recorded as ``"missing"``,
+    so creating it later counts as a change. digest: how to hash a file (a memo of the caller's).
     """
     if key is None:
         return ["no usable lazy key (first conversion, or the key was deleted)"]
@@ -70,13 +83,22 @@ def stale_reasons(key: LazyKey | None, config_digest: str, asset: Path, usd_dir:
         reasons.append(f"usdforge changed from {key.usdforge} to {__version__}")
     if key.config_digest != config_digest:
         reasons.append("the configuration changed")
-    if digests([asset]) != key.asset:
+    asset_sha = digest(asset)
+    if key.asset != {asset.name: asset_sha}:
         reasons.append(f"the asset {asset} changed")
-    changed = [path for path, sha in key.references.items() if file_digest(path) != sha]
+    current = {}
+    for name in key.references:
+        path = resolve_name(name, asset.parent, packages)
+        current[name] = digest(path) if path is not None else "unresolved"
+    changed = [name for name, sha in key.references.items() if current[name] != sha]
     if changed:
         reasons.append(f"referenced file(s) changed: {', '.join(changed)}")
+    if key.libraries != library_versions(key.kind):
+        reasons.append("the libraries that shape the output changed version")
     for relative, sha in key.outputs.items():
         if file_digest(usd_dir / relative) != sha:
             reasons.append(f"output {relative} is missing or was modified")
             break
     return reasons
+
+

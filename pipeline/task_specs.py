@@ -32,7 +32,8 @@ def _code_stamp() -> list[Any]:
 
 
 def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
-    """One spec per entry: kind, source, packages, cfg (JSON), digest, targets, key path; or an error."""
+    """One spec per entry: kind, source, packages, cfg (JSON), digest, targets, key path, library folder,
+    output folder; or an error."""
     import attrs
 
     from usdforge.pipeline.manifest import entry_cfg, entry_kind, entry_source, load_library
@@ -64,6 +65,7 @@ def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
             "key_path": normalise(usd_dir / key_file_name(cfg.usd_file_name)),
             "ee_body": entry.ee_body, "ik": attrs.asdict(entry.ik),
             "usd_path": normalise(usd_dir / cfg.usd_file_name),
+            "root": normalise(library.root), "usd_dir": normalise(usd_dir),
             "doc": f"{entry.source} → {usd_dir / cfg.usd_file_name}",
         })
     return specs

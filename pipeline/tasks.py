@@ -1,15 +1,19 @@
 """doit task generators: one ``convert:<name>`` subtask per library entry.
 
 Load time (every ``doit`` run, also a no-op one) only reads the manifest and computes config digests: no
-source is parsed and pxr is never imported in the doit process. Each conversion has a ``scan:<name>``
-``calc_dep`` task that finds the files the source references; doit caches its result, and re-runs it
-only when the source or a referenced file changes. Actions are module-level functions with plain
-arguments, so they survive spawn-based ``doit -n``.
+source is parsed and pxr is never imported in the doit process. A conversion is up to date when its cfg
+digest, its inputs (the source and every file it references, found by the conversion itself) and its
+outputs are as the last run left them (``built_unchanged``): paths relative to the library and output
+folders, contents deciding, so a moved or cloned checkout converts nothing; when doit does run one, the
+Python API's content-keyed lazy check and the build cache (``pipeline.cache``) still restore instead of
+converting whatever they can. Actions are module-level functions with plain arguments, so they survive
+spawn-based ``doit -n``.
 """
 
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,44 +29,12 @@ DEFAULT_LIBRARY = Path("assets/library.toml")
 DEFAULT_BUILD_DIR = Path("build")
 
 
-def scan_references(kind: str, source: str, packages: dict[str, str],
-                    xacro_args: dict[str, str] | None = None) -> dict[str, Any]:
-    """doit calc_dep action: ``file_dep`` = referenced files that exist; ``scanned`` = their stamps."""
-    from usdforge.pipeline.references import referenced_files
-    from usdforge.rules.errors import ConversionError
-    from usdforge.schemas import ConfigError
-
-    try:
-        found = referenced_files(kind, source, packages, xacro_args)
-    except (ConversionError, ConfigError, OSError) as exc:
-        return {"file_dep": [], "scanned": {}, "scan_error": str(exc)}
-    return {"file_dep": [p for p in found if os.path.isfile(p)], "scanned": {p: _stamp(p) for p in found}}
-
-
 def _stamp(path: str) -> list[Any]:
     try:
         stat = os.stat(path)
     except FileNotFoundError:
         return [0, -1, "missing"]
     return [stat.st_mtime_ns, stat.st_size, file_digest(path)]
-
-
-def references_unchanged(task: Any, values: dict[str, Any]) -> bool:
-    """doit uptodate check of a scan task: every file it found (or found missing) is as it was.
-
-    A referenced file can add references (an MJCF include, an OBJ's MTL), so the scan re-runs when one
-    changes. Contents are hashed only when the modification time or size moved.
-    """
-    scanned = values.get("scanned")
-    if scanned is None:
-        return False
-    for path, (mtime, size, sha) in scanned.items():
-        current = _stamp_fast(path)
-        if current[:2] == [mtime, size]:
-            continue
-        if (file_digest(path) if current[1] >= 0 else "missing") != sha:
-            return False
-    return True
 
 
 def _stamp_fast(path: str) -> list[int]:
@@ -73,44 +45,62 @@ def _stamp_fast(path: str) -> list[int]:
     return [stat.st_mtime_ns, stat.st_size]
 
 
-def outputs_intact(task: Any, values: dict[str, Any]) -> bool:
-    """doit uptodate check: the outputs are as the last conversion wrote them (doit itself only checks
-    that targets exist, so a hand-edited or truncated output would otherwise never be rebuilt).
-
-    The conversion saved each output's stamp in doit's state; contents are hashed only when a
-    modification time or size moved, so a no-op run reads no output.
-    """
-    outputs = values.get("outputs")
-    if not outputs:
-        return False
-    for path, (mtime, size, sha) in outputs.items():
+def _unchanged(stamps: dict[str, list[Any]], base: str) -> bool:
+    """Every file (relative to ``base``) is as stamped; contents are hashed only when a modification time
+    or size moved (a clone has new times: its files are hashed, and equal contents are unchanged)."""
+    for relative, (mtime, size, sha) in stamps.items():
+        path = os.path.join(base, relative)
         current = _stamp_fast(path)
         if current == [mtime, size]:
             continue
-        if current[1] < 0 or file_digest(path) != sha:
+        if (file_digest(path) if current[1] >= 0 else "missing") != sha:
             return False
     return True
 
 
-def run_conversion(kind: str, cfg_json: str) -> dict[str, str] | TaskFailed:
-    """doit action: convert one entry through the lazy Python API (same key, same digest)."""
+def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str) -> bool:
+    """doit uptodate check of a conversion: its inputs (the source and every file it references, relative
+    to the library's folder ``root``) and its outputs (relative to ``usd_dir``) are as the last run left
+    them. doit itself only checks that targets exist, so a hand-edited or truncated output would otherwise
+    never be rebuilt; and doit's own file_dep would key them by absolute path, so a moved checkout would
+    re-run. Paths are relative and contents decide, so a moved or cloned checkout is up to date.
+
+    A referenced file can add references (an MJCF include, an OBJ's MTL): it changed, so the conversion
+    runs and finds them. Values saved by an older usdforge (no inputs) are out of date.
+    """
+    inputs, outputs = values.get("inputs"), values.get("outputs")
+    if not inputs or not outputs:
+        return False
+    return _unchanged(inputs, root) and _unchanged(outputs, usd_dir)
+
+
+def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> dict[str, Any] | TaskFailed:
+    """doit action: convert one entry through the lazy Python API (same key, same digest, same cache);
+    save the stamps of its inputs and outputs for ``built_unchanged``.
+
+    cache: the cache folder, or None for no cache. root: the library's folder.
+    """
     from usdforge.pipeline.converters import converter_for
     from usdforge.pipeline.kinds import cfg_class
     from usdforge.rules.errors import ConversionError
     from usdforge.schemas import ConfigError, cfg_from_json
 
     try:
-        converter = converter_for(kind)(cfg_from_json(cfg_json, cfg_class(kind)))
+        converter = converter_for(kind)(cfg_from_json(cfg_json, cfg_class(kind)),
+                                        cache=cache if cache is not None else False)
     except (ConfigError, ConversionError, ValueError) as exc:
         return TaskFailed(str(exc))
     from usdforge.pipeline.lazy import read_key
     from usdforge.rules.outputs import key_file_name
 
     usd_dir = Path(converter.usd_dir)
-    key_path = usd_dir / key_file_name(converter.usd_file_name)
-    key = read_key(key_path)
-    written = [key_path, *(usd_dir / name for name in (key.outputs if key else {}))]
-    return {"usd_path": converter.usd_path, "outputs": {str(p): _stamp(str(p)) for p in written}}
+    key_name = key_file_name(converter.usd_file_name)
+    key = read_key(usd_dir / key_name)
+    outputs = [key_name, *(key.outputs if key else {})]
+    return {"usd_path": converter.usd_path, "converted": converter.converted and not converter.restored,
+            "restored": converter.restored,
+            "inputs": {os.path.relpath(p, root): _stamp(str(p)) for p in converter.inputs},
+            "outputs": {name: _stamp(str(usd_dir / name)) for name in outputs}}
 
 
 def report_error(message: str) -> TaskFailed:
@@ -118,29 +108,32 @@ def report_error(message: str) -> TaskFailed:
     return TaskFailed(message)
 
 
-def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY,
-                  build_dir: str | Path = DEFAULT_BUILD_DIR) -> Iterator[dict[str, Any]]:
-    """The ``convert`` (and ``scan``) subtasks for every entry of the manifest at ``library_path``."""
+def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | Path = DEFAULT_BUILD_DIR,
+                  cache: str | None = None) -> Iterator[dict[str, Any]]:
+    """The ``convert`` subtasks for every entry of the manifest at ``library_path``.
+
+    cache: the build cache folder; None: ``$USDFORGE_CACHE``, else ``<build_dir>/cache`` ("off": none).
+    """
+    from usdforge.pipeline.cache import BUILD_ENV, default_cache_dir
+
+    os.environ.setdefault(BUILD_ENV, uuid.uuid4().hex[:12])  # one build for the cache's statistics
+    if cache is None:
+        folder = default_cache_dir(build_dir)
+        cache = None if folder is None else str(folder)
+    elif cache.strip().lower() in ("", "off", "none", "0"):
+        cache = None
+    else:
+        cache = str(Path(cache).absolute())
     for spec in task_specs(library_path, build_dir):
         if "error" in spec:
             yield {"basename": "convert", "name": spec["name"], "actions": [(report_error, [spec["error"]])],
                    "doc": spec["doc"], "verbosity": 2}
             continue
-        name = spec["name"]
-        yield {"basename": "scan", "name": name, "file_dep": [spec["source"]],
-               "actions": [(scan_references, [spec["kind"], spec["source"], spec["packages"],
-                                              spec.get("xacro_args", {})])],
-               # Other packages or xacro arguments can name other files: scan again when they change.
-               "uptodate": [references_unchanged,
-                            config_changed({"packages": spec["packages"], "xacro_args": spec.get("xacro_args", {})})],
-               "doc": f"find the files {name}'s source references",
-               "verbosity": 0}
         yield {
-            "basename": "convert", "name": name, "doc": spec["doc"],
-            "file_dep": [spec["source"]], "calc_dep": [f"scan:{name}"],
-            "uptodate": [config_changed(spec["digest"]), outputs_intact],
+            "basename": "convert", "name": spec["name"], "doc": spec["doc"],
+            "uptodate": [config_changed(spec["digest"]), (built_unchanged, [spec["root"], spec["usd_dir"]], {})],
             "targets": spec["targets"], "clean": True,
-            "actions": [(run_conversion, [spec["kind"], spec["cfg_json"]])],
+            "actions": [(run_conversion, [spec["kind"], spec["cfg_json"], cache, spec["root"]])],
         }
 
 

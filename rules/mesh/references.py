@@ -6,8 +6,10 @@ No pxr here: doit's scan tasks run this in the parent process.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
+from stat import S_ISREG
 from typing import Callable
 
 from lxml import etree
@@ -69,8 +71,27 @@ MESH_SCANNERS: dict[str, Callable[[Path], list[Path]]] = {
 }
 
 
+_SCANNED: dict[tuple, list[Path]] = {}
+
+
 def mesh_references(path: Path) -> list[Path]:
     """Files a mesh file references (materials, textures, buffers), whether they exist or not; none for
-    self-contained formats (STL, PLY, OFF, GLB)."""
+    self-contained formats (STL, PLY, OFF, GLB).
+
+    A file is scanned once per process while its path, inode, size and modification time stay the same
+    (the dependency scan and the mesh cache's key both ask)."""
     scanner = MESH_SCANNERS.get(path.suffix.lower().lstrip("."))
-    return scanner(path) if scanner and path.is_file() else []
+    if not scanner:
+        return []
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return []
+    if not S_ISREG(stat.st_mode):
+        return []
+    stamp = (os.path.abspath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if stamp not in _SCANNED:
+        if len(_SCANNED) > 4096:
+            _SCANNED.clear()
+        _SCANNED[stamp] = scanner(Path(path))
+    return list(_SCANNED[stamp])
