@@ -15,10 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-#: Bumped when the pictures change for the same USD, so that ``doit report`` re-renders them.
-RENDER_VERSION = 1
-#: Directions the views look from (x, y, z towards the camera), Z up; the first is the thumbnail's.
-VIEWS = {"iso": (1.0, -1.2, 0.8), "front": (1.0, 0.0, 0.15), "side": (0.0, -1.0, 0.15), "top": (0.0, -0.01, 1.0)}
+from usdforge.pipeline.report.views import VIEWS
+
 BACKGROUND = (0.93, 0.93, 0.91)
 DEFAULT_COLOUR = (0.62, 0.64, 0.68)
 

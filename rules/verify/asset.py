@@ -16,7 +16,7 @@ from typing import Any
 
 from usdforge.rules.verify.findings import CheckResult, Finding
 
-#: Bumped when a check changes what it accepts, so that ``doit verify`` re-verifies every asset.
+#: Bumped with ``pipeline.verify_tasks.CHECKS_VERSION`` when a check changes what it accepts.
 CHECKS_VERSION = 1
 
 
