@@ -91,27 +91,20 @@ def outputs_intact(task: Any, values: dict[str, Any]) -> bool:
     return True
 
 
-def run_conversion(kind: str, cfg_json: str) -> dict[str, Any] | TaskFailed:
-    """doit action: convert one entry through the lazy Python API (same key, same digest). Its saved
-    values (doit's state) also hold the conversion's wall time and warnings, for ``doit verify``."""
+def run_conversion(kind: str, cfg_json: str) -> dict[str, str] | TaskFailed:
+    """doit action: convert one entry through the lazy Python API (same key, same digest)."""
     from usdforge.pipeline.converters import converter_for
     from usdforge.pipeline.kinds import cfg_class
     from usdforge.rules.errors import ConversionError
     from usdforge.schemas import ConfigError, cfg_from_json
 
-    import time
-    import warnings
+    from usdforge.pipeline.conversion_record import recording
 
-    started = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
+    try:
+        with recording() as record:  # wall time and warnings, for `doit report`
             converter = converter_for(kind)(cfg_from_json(cfg_json, cfg_class(kind)))
-        except (ConfigError, ConversionError, ValueError) as exc:
-            return TaskFailed(str(exc))
-    seconds = time.perf_counter() - started
-    for warning in caught:  # shown as before; also kept for `doit report`
-        warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    except (ConfigError, ConversionError, ValueError) as exc:
+        return TaskFailed(str(exc))
     from usdforge.pipeline.lazy import read_key
     from usdforge.rules.outputs import key_file_name
 
@@ -119,8 +112,8 @@ def run_conversion(kind: str, cfg_json: str) -> dict[str, Any] | TaskFailed:
     key_path = usd_dir / key_file_name(converter.usd_file_name)
     key = read_key(key_path)
     written = [key_path, *(usd_dir / name for name in (key.outputs if key else {}))]
-    return {"usd_path": converter.usd_path, "outputs": {str(p): _stamp(str(p)) for p in written},
-            "seconds": round(seconds, 3), "warnings": [str(w.message) for w in caught]}
+    record.save(usd_dir, converter.usd_file_name, key_path)
+    return {"usd_path": converter.usd_path, "outputs": {str(p): _stamp(str(p)) for p in written}}
 
 
 def report_error(message: str) -> TaskFailed:

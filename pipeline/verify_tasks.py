@@ -1,11 +1,13 @@
 """doit task generators of ``doit verify`` and ``doit report``.
 
-- ``verify:<name>`` runs every check on one converted asset (``rules.verify.asset``) and writes the JSON
-  result ``<usd_dir>/<stem>.verify.json``, whatever the outcome; the group task ``verify`` then fails,
-  one line per error (asset, prim, check, message), when any asset failed.
+- ``verify:<name>`` runs every check on one converted asset (``rules.verify.asset``), writes the JSON
+  result ``<usd_dir>/<stem>.verify.json`` whatever the outcome, and fails when the asset fails, one line
+  per error: asset, prim, check, message (``doit --continue verify`` verifies every asset regardless).
 - ``thumbnail:<name>`` renders the asset's pictures from its USD (``pipeline.report.render``) into
   ``<build>/report/images/``.
 - ``report`` writes ``<build>/report/index.html`` and a page per asset from those results and pictures.
+  It reads the results without depending on the verify tasks, so that ``doit --continue convert verify
+  report`` reports failed assets too; it re-runs when a result or a picture changed.
 
 Each re-runs only when what it reads changed: the conversion's outputs (and, for verify, the source, the
 cfg, the checks' version and which engine environments are set up).
@@ -50,37 +52,26 @@ def _usd_files(spec: dict[str, Any]) -> list[str]:
 
 
 def run_verify(name: str, kind: str, source: str, usd_path: str, cfg_json: str, result_path: str,
-               build_dir: str, conversion: dict[str, Any] | None = None) -> dict[str, Any]:
-    """doit action: verify one asset, write its JSON result atomically; print its failures."""
+               build_dir: str) -> dict[str, Any]:
+    """doit action: verify one asset, write its JSON result (with the conversion's record) atomically;
+    print its failures."""
+    from usdforge.pipeline.conversion_record import record_path
     from usdforge.rules.verify.asset import failure_lines, verify_asset
 
     result = verify_asset(kind, source, usd_path, json.loads(cfg_json), build_dir, ENGINES)
-    conversion = conversion or {}
+    try:
+        conversion = json.loads(record_path(Path(usd_path).parent, Path(usd_path).name).read_text())
+    except (OSError, ValueError):
+        conversion = {}  # converted before conversions were recorded
     result = {"name": name, **result, "conversion": {"seconds": conversion.get("seconds"),
                                                       "warnings": conversion.get("warnings", [])}}
     staging = Path(f"{result_path}.tmp-{os.getpid()}")
     staging.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     os.replace(staging, result_path)
-    for line in failure_lines(name, result):
-        print(line)
-    return {"status": result["status"]}
-
-
-def verify_summary(results: dict[str, str]) -> None | TaskFailed:
-    """doit action of the ``verify`` group: fail, one line per error, when any asset failed."""
-    from usdforge.rules.verify.asset import failure_lines
-
-    lines = []
-    for name, path in results.items():
-        try:
-            result = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            lines.append(f"{name}: no verify result ({exc})")
-            continue
-        lines.extend(failure_lines(name, result))
+    lines = failure_lines(name, result)
     if lines:
-        return TaskFailed("verify failed:\n" + "\n".join(lines))
-    return None
+        return TaskFailed("\n".join(lines))
+    return {"status": result["status"]}
 
 
 def engines_set_up(build_dir: str | Path) -> list[str]:
@@ -90,11 +81,9 @@ def engines_set_up(build_dir: str | Path) -> list[str]:
 
 def verify_tasks(library_path: str | Path = DEFAULT_LIBRARY,
                  build_dir: str | Path = DEFAULT_BUILD_DIR) -> Iterator[dict[str, Any]]:
-    """``verify:<name>`` for every configured entry, and the ``verify`` group that reports failures."""
+    """``verify:<name>`` for every configured entry."""
     specs = [s for s in task_specs(library_path, build_dir) if "error" not in s]
     results = {spec["name"]: verify_result_path(spec) for spec in specs}
-    yield {"name": None, "doc": "verify every converted asset; fail naming asset, prim and check",
-           "actions": [(verify_summary, [results])], "file_dep": list(results.values()), "verbosity": 2}
     engines = engines_set_up(build_dir)
     for spec in specs:
         name = spec["name"]
@@ -102,10 +91,8 @@ def verify_tasks(library_path: str | Path = DEFAULT_LIBRARY,
             "name": name, "doc": f"verify {name} against {Path(spec['source']).name}",
             "file_dep": [spec["source"], *_usd_files(spec)], "targets": [results[name]], "clean": True,
             "uptodate": [config_changed({"digest": spec["digest"], "checks": CHECKS_VERSION, "engines": engines})],
-            "getargs": {"conversion": (f"convert:{name}", None)},
             "actions": [(run_verify, [name, spec["kind"], spec["source"], spec["usd_path"], spec["cfg_json"],
                                       results[name], str(build_dir)])],
-            "verbosity": 2,
         }
 
 
@@ -137,10 +124,30 @@ def thumbnail_tasks(library_path: str | Path = DEFAULT_LIBRARY,
                "actions": [(render_asset, [spec["usd_path"], images])]}
 
 
-def write_report_action(entries: list[dict[str, Any]], build_dir: str) -> None:
+def _stamps(paths: list[str]) -> dict[str, list[int]]:
+    stamps = {}
+    for path in paths:
+        try:
+            stat = os.stat(path)
+            stamps[path] = [stat.st_mtime_ns, stat.st_size]
+        except FileNotFoundError:
+            stamps[path] = [0, -1]
+    return stamps
+
+
+def results_unchanged(task: Any, values: dict[str, Any]) -> bool:
+    """doit uptodate check of ``report``: every verify result is as the last report read it."""
+    read = values.get("results")
+    return read is not None and _stamps(list(read)) == read
+
+
+def write_report_action(entries: list[dict[str, Any]], build_dir: str) -> dict[str, Any]:
     from usdforge.pipeline.report.html import write_report
 
+    results = [entry["result"] for entry in entries if "result" in entry]
+    stamps = _stamps(results)
     write_report(entries, Path(build_dir) / "report")
+    return {"results": stamps}
 
 
 def report_tasks(library_path: str | Path = DEFAULT_LIBRARY,
@@ -154,9 +161,9 @@ def report_tasks(library_path: str | Path = DEFAULT_LIBRARY,
         images = image_paths(spec["name"], build_dir)
         entries.append({"name": spec["name"], "kind": spec["kind"], "source": spec["source"],
                         "result": verify_result_path(spec), "images": images})
-        deps.extend([verify_result_path(spec), *images.values()])
+        deps.extend(images.values())
     report = Path(build_dir) / "report"
     yield {"basename": "report", "doc": f"write {report / 'index.html'}: every asset at a glance",
            "file_dep": deps, "targets": [str(report / "index.html")], "clean": True,
-           "uptodate": [config_changed({"entries": entries})],
+           "uptodate": [config_changed({"entries": entries}), results_unchanged],
            "actions": [(write_report_action, [entries, str(build_dir)])]}

@@ -86,7 +86,13 @@ def verify_asset(kind: str, source: str, usd_path: str, cfg: dict[str, Any], bui
             "verify_seconds": round(time.perf_counter() - started, 3), "checks_version": CHECKS_VERSION}
 
 
-def failure_lines(name: str, result: dict[str, Any]) -> list[str]:
-    """One line per error of a verify result: ``<asset>: <prim>: <check>: <message>``."""
-    return [f"{name}: {f['prim']}: {f['check']}: {f['message']}" for check in result.get("checks", [])
-            for f in check["findings"] if f["severity"] == "error"]
+def failure_lines(name: str, result: dict[str, Any], per_check: int = 12) -> list[str]:
+    """One line per error of a verify result: ``<asset>: <prim>: <check>: <message>`` (at most
+    ``per_check`` per check, then how many more the JSON result holds)."""
+    lines = []
+    for check in result.get("checks", []):
+        errors = [f for f in check["findings"] if f["severity"] == "error"]
+        lines.extend(f"{name}: {f['prim']}: {f['check']}: {f['message']}" for f in errors[:per_check])
+        if len(errors) > per_check:
+            lines.append(f"{name}: {check['name']}: {len(errors) - per_check} more errors in the JSON result")
+    return lines
