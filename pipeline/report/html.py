@@ -16,7 +16,7 @@ h1{font-size:22px;margin:0 0 12px}h2{font-size:17px;margin:22px 0 8px}
 table{border-collapse:collapse;width:100%;background:#fff}
 th,td{border-bottom:1px solid #e3e3e0;padding:6px 8px;text-align:left;vertical-align:top}
 th{background:#f0f0ec;font-weight:600;position:sticky;top:0}
-tr.failed{background:#fff0f0}tr:hover{background:#f4f8ff}
+tr.asset{background:#fff}tr.asset.failed{background:#fff0f0}tr:hover{background:#f4f8ff}
 img.thumb{width:160px;height:120px;object-fit:contain;border:1px solid #ddd;background:#eee}
 .views img{width:320px;height:240px;border:1px solid #ddd;margin:0 8px 8px 0;background:#eee}
 .badge{display:inline-block;border-radius:3px;padding:1px 6px;margin:1px;font-size:12px;white-space:nowrap}
