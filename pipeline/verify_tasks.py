@@ -29,7 +29,7 @@ from usdforge.pipeline.tasks import DEFAULT_BUILD_DIR, DEFAULT_LIBRARY
 #: Bumped when a check changes (rules.verify.asset.CHECKS_VERSION says the same for people reading JSON).
 CHECKS_VERSION = 1
 #: Bumped when the pictures change for the same USD.
-RENDER_VERSION = 1
+RENDER_VERSION = 2
 THUMBNAIL_SIZE = (320, 240)
 VIEW_SIZE = (640, 480)
 ENGINES = ("newton", "mujoco-usd")

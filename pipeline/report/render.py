@@ -3,9 +3,11 @@
 Renderer: VTK (``pip install usdforge[report]``), offscreen: with no display VTK's wheels render through
 EGL or OSMesa, which Mesa implements in software (llvmpipe), so no GPU and no X server are needed. The
 geometry is what the USD says: every visible ``Mesh`` and primitive (``Cube``, ``Sphere``, ``Cylinder``,
-``Capsule``, ``Cone``) that is not a guide or proxy (collision shapes are guides), at its world
-transform, i.e. robots at their rest pose, coloured by its bound material's ``diffuseColor`` (or its
-``displayColor``); a neutral background; the camera framed to the bounds of what is drawn.
+``Capsule``, ``Cone``) that is not a guide or proxy (collision shapes are guides; they are drawn only
+when there is nothing else), at its world transform, i.e. robots at their rest pose, coloured by its bound
+material's ``diffuseColor`` (or its ``displayColor``); a stick figure of bodies and joints when fewer than
+half the bodies have a shape; a neutral background; the camera framed to the asset's bounds (less a
+shape that dwarfs all others, such as a 30 m rail or a floor).
 """
 
 from __future__ import annotations
@@ -131,51 +133,148 @@ def _poly_data(prim, vtk):
     return poly
 
 
-def _actors(stage, vtk) -> list:
-    from pxr import Usd, UsdGeom
+def _owning_body(prim, bodies: set[str]) -> str | None:
+    while prim and not prim.IsPseudoRoot():
+        if str(prim.GetPath()) in bodies:
+            return str(prim.GetPath())
+        prim = prim.GetParent()
+    return None
+
+
+def _actor(poly, world: np.ndarray, colour, vtk):
     from vtkmodules.vtkCommonMath import vtkMatrix4x4
     from vtkmodules.vtkFiltersCore import vtkPolyDataNormals
 
     *_, rendering = vtk
+    normals = vtkPolyDataNormals()
+    normals.SetInputData(poly)
+    normals.SetFeatureAngle(40.0)
+    normals.SplittingOn()
+    normals.ConsistencyOn()
+    mapper = rendering.vtkPolyDataMapper()
+    mapper.SetInputConnection(normals.GetOutputPort())
+    actor = rendering.vtkActor()
+    actor.SetMapper(mapper)
+    matrix = vtkMatrix4x4()
+    for i in range(4):
+        for j in range(4):
+            matrix.SetElement(i, j, float(world[i, j]))
+    actor.SetUserMatrix(matrix)
+    actor.GetProperty().SetColor(*colour)
+    actor.GetProperty().SetSpecular(0.15)
+    actor.GetProperty().SetDiffuse(0.85)
+    actor.GetProperty().SetAmbient(0.22)
+    return actor
+
+
+def _shapes(stage, vtk, purposes: tuple[str, ...], bodies: set[str]) -> list[tuple[object, str | None]]:
+    """(actor, owning body path or None) for every drawable gprim of one of ``purposes``."""
+    from pxr import Usd, UsdGeom
+
     cache = UsdGeom.XformCache()
-    actors = []
+    found = []
     for prim in Usd.PrimRange.Stage(stage, Usd.TraverseInstanceProxies(Usd.PrimDefaultPredicate)):
         if not prim.IsA(UsdGeom.Gprim):
             continue
         imageable = UsdGeom.Imageable(prim)
-        if imageable.ComputePurpose() in (UsdGeom.Tokens.guide, UsdGeom.Tokens.proxy) or \
-                imageable.ComputeVisibility() == UsdGeom.Tokens.invisible:
+        if imageable.ComputePurpose() not in purposes or imageable.ComputeVisibility() == UsdGeom.Tokens.invisible:
             continue
         poly = _poly_data(prim, vtk)
-        if poly is None or poly.GetNumberOfPoints() == 0:
+        if poly is None or poly.GetNumberOfPoints() == 0 or prim.IsA(UsdGeom.Plane) or _is_ground(poly):
             continue
-        if prim.IsA(UsdGeom.Plane) or (prim.IsA(UsdGeom.Mesh) and _is_ground(poly, cache, prim)):
-            continue
-        normals = vtkPolyDataNormals()
-        normals.SetInputData(poly)
-        normals.SetFeatureAngle(40.0)
-        normals.SplittingOn()
-        normals.ConsistencyOn()
-        mapper = rendering.vtkPolyDataMapper()
-        mapper.SetInputConnection(normals.GetOutputPort())
-        actor = rendering.vtkActor()
-        actor.SetMapper(mapper)
-        matrix = vtkMatrix4x4()
         world = np.array(cache.GetLocalToWorldTransform(prim), dtype=float).T
-        for i in range(4):
-            for j in range(4):
-                matrix.SetElement(i, j, float(world[i, j]))
-        actor.SetUserMatrix(matrix)
-        colour = _colour(prim)
-        actor.GetProperty().SetColor(*colour)
-        actor.GetProperty().SetSpecular(0.15)
-        actor.GetProperty().SetDiffuse(0.85)
-        actor.GetProperty().SetAmbient(0.18)
-        actors.append(actor)
+        found.append((_actor(poly, world, _colour(prim), vtk), _owning_body(prim, bodies)))
+    return found
+
+
+def _skeleton(stage, bodies: set[str], size: float, vtk) -> list:
+    """Spheres at the bodies and rods along the joints: a stick figure for robots that have (almost) no
+    visual geometry, so that their shape still shows."""
+    from pxr import Usd, UsdGeom, UsdPhysics
+    from vtkmodules.vtkFiltersCore import vtkTubeFilter
+
+    _, _, sources, _, _ = vtk
+    cache = UsdGeom.XformCache()
+    origin = {b: np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(b)), dtype=float).T[:3, 3]
+              for b in bodies}
+    radius = max(size * 0.012, 1e-4)
+    actors = []
+    for centre in origin.values():
+        sphere = sources.vtkSphereSource()
+        sphere.SetRadius(radius * 2), sphere.SetThetaResolution(16), sphere.SetPhiResolution(8)
+        sphere.SetCenter(*centre)
+        sphere.Update()
+        actors.append(_actor(sphere.GetOutput(), np.eye(4), (0.85, 0.45, 0.15), vtk))
+    for prim in Usd.PrimRange.Stage(stage, Usd.TraverseInstanceProxies(Usd.PrimDefaultPredicate)):
+        if not prim.IsA(UsdPhysics.Joint):
+            continue
+        joint = UsdPhysics.Joint(prim)
+        ends = [rel.GetTargets() for rel in (joint.GetBody0Rel(), joint.GetBody1Rel())]
+        if not all(ends) or str(ends[0][0]) not in origin or str(ends[1][0]) not in origin:
+            continue
+        a, b = origin[str(ends[0][0])], origin[str(ends[1][0])]
+        if np.linalg.norm(b - a) < 1e-9:
+            continue
+        rod = sources.vtkLineSource()
+        rod.SetPoint1(*a), rod.SetPoint2(*b)
+        tube = vtkTubeFilter()
+        tube.SetInputConnection(rod.GetOutputPort())
+        tube.SetRadius(radius), tube.SetNumberOfSides(12), tube.CappingOn()
+        tube.Update()
+        actors.append(_actor(tube.GetOutput(), np.eye(4), (0.55, 0.57, 0.62), vtk))
     return actors
 
 
-def _is_ground(poly, cache, prim) -> bool:
+def _union(actors: list) -> np.ndarray:
+    bounds = np.array([actor.GetBounds() for actor in actors])
+    return np.array([bounds[:, 0].min(), bounds[:, 1].max(), bounds[:, 2].min(), bounds[:, 3].max(),
+                     bounds[:, 4].min(), bounds[:, 5].max()])
+
+
+def _diagonal(bounds: np.ndarray) -> float:
+    return float(np.linalg.norm(bounds[1::2] - bounds[0::2]))
+
+
+def _framed(actors: list, ratio: float = 4.0, drops: int = 3) -> list:
+    """``actors`` less the few shapes that dwarf all the others together (a 30 m rail, a floor), which
+    would shrink the asset to a dot: each is left out while the rest is ``ratio`` times smaller."""
+    kept = sorted(actors, key=lambda actor: _diagonal(_union([actor])))
+    for _ in range(drops):
+        if len(kept) < 2 or _diagonal(_union(kept)) <= ratio * max(_diagonal(_union(kept[:-1])), 1e-9):
+            break
+        kept = kept[:-1]
+    return kept
+
+
+def _scene(stage, vtk) -> tuple[list, tuple]:
+    """The actors to draw and the bounds to frame (module docstring). With no visual shape at all, the
+    collision shapes are drawn translucent over a stick figure of the bodies and joints, which is framed."""
+    from pxr import Usd, UsdPhysics
+
+    bodies = {str(p.GetPath()) for p in Usd.PrimRange.Stage(stage, Usd.TraverseInstanceProxies(Usd.PrimDefaultPredicate))
+              if p.HasAPI(UsdPhysics.RigidBodyAPI)}
+    shapes = _shapes(stage, vtk, ("default", "render"), bodies)
+    skeleton, translucent = [], not shapes
+    if translucent:
+        shapes = _shapes(stage, vtk, ("guide", "proxy"), bodies)
+        for actor, _ in shapes:
+            actor.GetProperty().SetOpacity(0.15)
+    if bodies and len({body for _, body in shapes if body}) < len(bodies) / 2:
+        from pxr import UsdGeom
+
+        cache = UsdGeom.XformCache()
+        points = np.array([np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(b)), dtype=float).T[:3, 3]
+                           for b in bodies])
+        size = float(np.linalg.norm(points.max(axis=0) - points.min(axis=0))) or 0.1
+        skeleton = _skeleton(stage, bodies, size, vtk)
+    actors = [actor for actor, _ in shapes] + skeleton
+    if not actors:
+        return actors, (-1, 1, -1, 1, -1, 1)
+    framed = skeleton if translucent and skeleton else _framed(actors)
+    return actors, tuple(_union(framed))
+
+
+def _is_ground(poly) -> bool:
     """A flat sheet far wider than anything else (a floor) would shrink the robot to a dot."""
     bounds = poly.GetBounds()
     extents = sorted(bounds[2 * i + 1] - bounds[2 * i] for i in range(3))
@@ -215,7 +314,7 @@ def render_views(usd_path: str | Path, outputs: dict[str, str | Path], size: dic
     stage = Usd.Stage.Open(str(usd_path))
     if stage is None:
         raise ValueError(f"{usd_path}: OpenUSD cannot open it")
-    actors = _actors(stage, vtk)
+    actors, bounds = _scene(stage, vtk)
     core.vtkObject.GlobalWarningDisplayOff()  # VTK's "no X server" notice before it falls back to EGL
     for view, path in outputs.items():
         renderer = rendering.vtkRenderer()
@@ -233,8 +332,7 @@ def render_views(usd_path: str | Path, outputs: dict[str, str | Path], size: dic
         camera = renderer.GetActiveCamera()
         direction = np.asarray(VIEWS[view], dtype=float)
         direction /= np.linalg.norm(direction)
-        _frame(camera, renderer.ComputeVisiblePropBounds() if actors else (-1, 1, -1, 1, -1, 1), direction,
-               width / height)
+        _frame(camera, bounds, direction, width / height)
         renderer.ResetCameraClippingRange()
         light = rendering.vtkLight()
         light.SetLightTypeToCameraLight()
