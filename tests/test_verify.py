@@ -161,3 +161,33 @@ def test_mesh_oracle_passes_a_faithful_mesh_and_catches_wrong_geometry_and_mass(
     checks = {f.check for f in verify_mesh(source, stage, {**cfg, "scale": (1.0, 1.0, 1.0),
                                                            "mass_props": {"mass": 2.0}}).findings}
     assert {"mesh-bounds", "mesh-volume", "mesh-mass"} <= checks
+
+
+def test_engine_loads_pass_a_faithful_asset_and_fail_one_newton_rejects(tmp_path):
+    """The third-party loads through the tests' engine environments (``build/venv-*``, made on first use):
+    tiny_arm loads in both with its bodies, limits and mass, and rolls out finite; without its
+    ArticulationRootAPI Newton refuses the jointed bodies (engineering notes), a failed ``newton-load``."""
+    from engines import BUILD, engine_python
+    from test_urdf_support import convert_urdf
+    from usdforge.rules.verify.engines import load_check
+
+    for engine in ("newton", "mujoco-usd"):
+        engine_python(engine)
+    converted = convert_urdf(TINY_ARM / "urdf" / "tiny_arm.urdf", {"tiny_arm": str(TINY_ARM)}, fix_base=True,
+                             run_asset_transformer=False)
+    stage = Usd.Stage.Open(str(converted.usd))
+    for engine in ("newton", "mujoco-usd"):
+        result = load_check(engine, converted.usd, stage, BUILD)
+        assert result.status == "passed", [str(f) for f in result.findings]
+        assert result.detail.startswith("7 bodies, 6 DoFs, 4.3 kg")
+    broken = tmp_path / "tiny_arm_no_root.usda"
+    shutil.copy(converted.usd, broken)
+    copy = Usd.Stage.Open(str(broken))
+    from pxr import UsdPhysics
+
+    for prim in copy.Traverse():
+        if prim.HasAPI(UsdPhysics.ArticulationRootAPI):
+            prim.RemoveAPI(UsdPhysics.ArticulationRootAPI)
+    copy.Save()
+    result = load_check("newton", broken, copy, BUILD)
+    assert result.status == "failed" and result.findings[0].check == "newton-load", result.detail
