@@ -25,9 +25,8 @@ from doit.tools import config_changed
 
 from usdforge.pipeline.task_specs import task_specs
 from usdforge.pipeline.tasks import DEFAULT_BUILD_DIR, DEFAULT_LIBRARY
+from usdforge.rules.verify.asset import CHECKS_VERSION
 
-#: Bumped when a check changes (rules.verify.asset.CHECKS_VERSION says the same for people reading JSON).
-CHECKS_VERSION = 1
 #: Bumped when the pictures change for the same USD.
 RENDER_VERSION = 2
 THUMBNAIL_SIZE = (320, 240)

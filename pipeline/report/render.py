@@ -48,7 +48,8 @@ def _colour(prim) -> tuple[float, float, float]:
             if colour_input:
                 if colour_input.HasConnectedSource():
                     # A texture: its fallback, or a light grey standing in for the picture.
-                    source = colour_input.GetConnectedSources()[0][0].source if colour_input.GetConnectedSources()[0] else None
+                    connected = colour_input.GetConnectedSources()[0]
+                    source = connected[0].source if connected else None
                     fallback = source.GetPrim().GetAttribute("inputs:fallback").Get() if source else None
                     if fallback is not None:
                         return tuple(float(v) for v in list(fallback)[:3])
@@ -109,7 +110,7 @@ def _poly_data(prim, vtk):
         elif prim.IsA(UsdGeom.Capsule):
             source = sources.vtkCylinderSource()  # along +Y; capped with spheres below
             source.SetRadius(radius), source.SetHeight(height), source.SetResolution(32)
-            source.SetCapsuleCap(True) if hasattr(source, "SetCapsuleCap") else None
+            source.SetCapsuleCap(True)  # hemispherical ends (VTK >= 9.3)
             axis_turn = {"Y": None, "X": ("Z", -90.0), "Z": ("X", 90.0)}[axis_turn]
         else:
             source = sources.vtkCylinderSource()  # along +Y

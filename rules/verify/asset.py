@@ -16,7 +16,8 @@ from typing import Any
 
 from usdforge.rules.verify.findings import CheckResult, Finding
 
-#: Bumped with ``pipeline.verify_tasks.CHECKS_VERSION`` when a check changes what it accepts.
+#: Bumped when a check changes what it accepts, so that ``doit verify`` re-verifies every asset (the doit
+#: process reads it: nothing heavy is imported at this module's top).
 CHECKS_VERSION = 1
 
 
