@@ -1,8 +1,9 @@
 """usdforge's task graph. `doit convert` builds every entry of assets/library.toml into build/usd/.
 
 `doit convert library=PATH` builds another manifest; `doit convert cache=PATH` uses that build cache
-(default ``$USDFORGE_CACHE``, else build/cache; ``cache=off``: none); `doit ik` runs the IK study of every entry with an
-`ee_body`; `doit list` shows the tasks.
+(default ``$USDFORGE_CACHE``, else build/cache; ``cache=off``: none); `doit ik` runs the IK study of every
+entry with an `ee_body`; `doit verify` checks every built asset against its source; `doit report` writes
+build/report/index.html; `doit list` shows the tasks.
 """
 
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 from doit import get_var
 
 from usdforge.pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
+from usdforge.pipeline.verify_tasks import report_tasks, thumbnail_tasks, verify_tasks
 
 Path("build").mkdir(exist_ok=True)
 
@@ -29,3 +31,18 @@ def task_convert():
 def task_ik():
     """Run the seeded IK study of every entry with an ee_body; JSON report next to its USD."""
     yield from ik_tasks(get_var("library", str(DEFAULT_LIBRARY)))
+
+
+def task_verify():
+    """Verify every converted asset against its source; JSON result next to its USD."""
+    yield from verify_tasks(get_var("library", str(DEFAULT_LIBRARY)))
+
+
+def task_thumbnail():
+    """Render every converted asset's pictures from its USD (build/report/images/)."""
+    yield from thumbnail_tasks(get_var("library", str(DEFAULT_LIBRARY)))
+
+
+def task_report():
+    """Write build/report/index.html: every asset at a glance, with a page per asset."""
+    yield from report_tasks(get_var("library", str(DEFAULT_LIBRARY)))

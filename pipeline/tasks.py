@@ -85,9 +85,12 @@ def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> di
     from usdforge.rules.errors import ConversionError
     from usdforge.schemas import ConfigError, cfg_from_json
 
+    from usdforge.pipeline.conversion_record import recording
+
     try:
-        converter = converter_for(kind)(cfg_from_json(cfg_json, cfg_class(kind)),
-                                        cache=cache if cache is not None else False)
+        with recording() as record:  # wall time and warnings, for `doit report`
+            converter = converter_for(kind)(cfg_from_json(cfg_json, cfg_class(kind)),
+                                            cache=cache if cache is not None else False)
     except (ConfigError, ConversionError, ValueError) as exc:
         return TaskFailed(str(exc))
     from usdforge.pipeline.lazy import read_key
@@ -97,6 +100,7 @@ def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> di
     key_name = key_file_name(converter.usd_file_name)
     key = read_key(usd_dir / key_name)
     outputs = [key_name, *(key.outputs if key else {})]
+    record.save(usd_dir, converter.usd_file_name, usd_dir / key_name)
     return {"usd_path": converter.usd_path, "converted": converter.converted and not converter.restored,
             "restored": converter.restored,
             "inputs": {os.path.relpath(p, root): _stamp(str(p)) for p in converter.inputs},

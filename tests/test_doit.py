@@ -110,10 +110,10 @@ def test_parallel_build_equals_serial_build_byte_for_byte(project, tmp_path):
     result = doit(parallel_work, "-n", "2", "convert", library=library)
     assert result.returncode == 0, result.stderr
     serial = {p.relative_to(work / "build/usd"): p.read_bytes() for p in (work / "build/usd").rglob("*")
-              if p.is_file() and not p.name.endswith(".usdforge.toml")}
+              if p.is_file() and not p.name.endswith((".usdforge.toml", ".convert.json"))}
     parallel = {p.relative_to(parallel_work / "build/usd"): p.read_bytes()
                 for p in (parallel_work / "build/usd").rglob("*")
-                if p.is_file() and not p.name.endswith(".usdforge.toml")}
+                if p.is_file() and not p.name.endswith((".usdforge.toml", ".convert.json"))}
     assert serial.keys() == parallel.keys() and serial == parallel
 
 
