@@ -61,9 +61,10 @@ def make_checkout(root: Path) -> Path:
 
 
 def outputs(usd_root: Path) -> dict[str, bytes]:
-    """Every output file under ``usd_root`` but the sidecars (they name their own folder)."""
+    """Every output file under ``usd_root`` but the sidecars (they name their own folder) and the
+    conversion records (they hold wall times)."""
     return {p.relative_to(usd_root).as_posix(): p.read_bytes() for p in sorted(usd_root.rglob("*"))
-            if p.is_file() and not p.name.endswith(".usdforge.toml")}
+            if p.is_file() and not p.name.endswith((".usdforge.toml", ".convert.json"))}
 
 
 def last_build(cache: Path) -> dict:
