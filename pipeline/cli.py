@@ -189,17 +189,18 @@ def convert_command(args: argparse.Namespace) -> str:
     return converter.usd_path
 
 
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` for users: ``usdforge: warning: <message>`` on stderr, one line (a conversion
+    warning already names its file, line and element; Python's form would add our source line)."""
+    print(f"usdforge: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``usdforge`` console script."""
     args = build_parser().parse_args(argv)
     quiet = getattr(args, "quiet", False)
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="usdforge: %(message)s")
     warnings.simplefilter("ignore" if quiet else "default")
-
-    def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-        # A conversion warning already names its file, line and element: one line, no source echo.
-        print(f"usdforge: warning: {message}", file=sys.stderr)
-
     warnings.showwarning = show_warning
     command = {"convert": convert_command, "info": info_command, "cache": cache_command}[args.command]
     try:

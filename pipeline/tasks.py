@@ -76,10 +76,22 @@ def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str) 
 
 def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> dict[str, Any] | TaskFailed:
     """doit action: convert one entry through the lazy Python API (same key, same digest, same cache);
-    save the stamps of its inputs and outputs for ``built_unchanged``.
+    save the stamps of its inputs and outputs for ``built_unchanged``. Warnings are printed as the CLI
+    prints them (``usdforge: warning: …``, one line each).
 
     cache: the cache folder, or None for no cache. root: the library's folder.
     """
+    import warnings
+
+    from usdforge.pipeline.cli import show_warning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = show_warning
+        return _run_conversion(kind, cfg_json, cache, root)
+
+
+def _run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> dict[str, Any] | TaskFailed:
     from usdforge.pipeline.converters import converter_for
     from usdforge.pipeline.kinds import cfg_class
     from usdforge.rules.errors import ConversionError

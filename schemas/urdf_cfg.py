@@ -217,6 +217,10 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
         their mass and inertia come from their collision shapes at this density. Default 0.0: such links
         get usdforge's small placeholder mass (``rules.robot.inertia.MASSLESS_MASS``) and a warning,
         because a dynamic body with mass 0 is invalid in UsdPhysics.
+    balance_inertia: bool. Repair link inertias whose principal moments break the triangle inequality
+        (A + B >= C) as MuJoCo's ``balanceinertia`` does: all three moments become their mean. Default
+        False: the source's inertia is written as given, with a warning naming the file, line and link
+        (MuJoCo's USD decoder then refuses the whole asset).
     merge_fixed_joints: bool. Remove fixed joints and merge each child link's visuals, collisions and
         inertial (parallel-axis theorem) into its parent, chains included; merged links stay findable as
         frames (child Xforms with ``usdforge:sourceName``) of the body they merged into. Default True.
@@ -266,6 +270,7 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
     fix_base: bool = attrs.field(default=False, validator=bool_value)
     root_link_name: str | None = None
     link_density: float = attrs.field(default=0.0, converter=_gain_converter, validator=_non_negative)
+    balance_inertia: bool = attrs.field(default=False, validator=bool_value)
     merge_fixed_joints: bool = attrs.field(default=True, validator=bool_value)
     convert_mimic_joints_to_normal_joints: bool = attrs.field(default=False, validator=bool_value)
     joint_drive: JointDriveCfg | None = attrs.field(factory=JointDriveCfg)

@@ -3,7 +3,8 @@
 
 The steps, in order: a xacro source expanded (``rules.urdf.xacro``) → read (every element; recoverable
 problems are ``ConversionWarning``s naming file, line and element; unrecoverable ones ``ConversionError``s
-before anything is written) → colliders copied
+before anything is written) → inertias that break the triangle inequality balanced (``balance_inertia``)
+→ colliders copied
 from visuals (``collision_from_visuals``) → cylinders to capsules → mimic couplings dropped
 (``convert_mimic_joints_to_normal_joints``) → fixed joints merged (``merge_fixed_joints``; ghost links on
 fixed joints always become frames) → base and articulation root → masses for massless links
@@ -17,7 +18,7 @@ from pathlib import Path
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.outputs import resolve_usd_file_name
-from usdforge.rules.robot.inertia import resolve_massless
+from usdforge.rules.robot.inertia import balance_inertia, resolve_massless
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.merge import merge_fixed_joints, owner_of
 from usdforge.rules.robot.model import Geometry, Link, Robot, Shape
@@ -48,6 +49,10 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
     asset = Path(cfg.asset_path)
     meshes = meshes or MeshLibrary()
     robot = read_urdf(asset, packages_of(cfg), meshes, expanded_xacro(cfg))
+    if cfg.balance_inertia:
+        for link in robot.links:
+            if link.inertial is not None:
+                link.inertial = balance_inertia(link.inertial)
     if cfg.collision_from_visuals:
         for link in robot.links:
             if not any(shape.collision for shape in link.shapes):
