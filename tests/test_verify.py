@@ -150,12 +150,13 @@ def test_corpus_mjcf_passes_the_structure_checks_and_mujocos_oracle(name):
 
 def test_mesh_oracle_passes_a_faithful_mesh_and_catches_wrong_geometry_and_mass(tmp_path):
     from meshes import write_mesh
-    from usdforge import MassPropertiesCfg, MeshConverter, MeshConverterCfg
+    from usdforge import MassPropertiesCfg, MeshConverter, MeshConverterCfg, RigidBodyBaseCfg
 
     source = write_mesh(tmp_path, "stl")
-    cfg = {"scale": (2.0, 1.0, 1.0), "mass_props": {"mass": 3.0}}
+    cfg = {"scale": (2.0, 1.0, 1.0), "mass_props": {"mass": 3.0}, "rigid_props": {}}
     usd = MeshConverter(MeshConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"), scale=(2.0, 1.0, 1.0),
-                                         mass_props=MassPropertiesCfg(mass=3.0), make_instanceable=False)).usd_path
+                                         mass_props=MassPropertiesCfg(mass=3.0), rigid_props=RigidBodyBaseCfg(),
+                                         make_instanceable=False)).usd_path
     stage = Usd.Stage.Open(usd)
     assert verify_mesh(source, stage, cfg).findings == []
     checks = {f.check for f in verify_mesh(source, stage, {**cfg, "scale": (1.0, 1.0, 1.0),

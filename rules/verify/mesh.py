@@ -3,7 +3,8 @@
 The oracle is trimesh's reading of the source file, transformed by the cfg's scale, rotation and
 translation (glTF turned from its Y-up to Z-up). Compared with the USD's meshes (points in the asset's
 frame): the bounding box, the surface area, the enclosed volume when the source is a closed volume, and,
-when the cfg asked for a mass, ``physics:mass`` and the centre of mass trimesh computes for it.
+when the cfg asked for a mass of a rigid body (``mass_props`` with ``rigid_props``: a mass only applies to
+a rigid body), ``physics:mass`` and the centre of mass trimesh computes for it.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def verify_mesh(source: str | Path, stage, cfg: dict[str, Any] | None = None) ->
         result.add(Finding("mesh-volume", root, f"volume {abs(actual.volume):.6g} m³, trimesh says {expected.volume:.6g} m³"))
     mass_props = cfg.get("mass_props") or {}
     prim = stage.GetDefaultPrim()
-    if mass_props.get("mass") is not None:
+    if mass_props.get("mass") is not None and cfg.get("rigid_props") is not None:
         mass = prim.GetAttribute("physics:mass").Get() if prim.HasAttribute("physics:mass") else None
         if mass is None or abs(mass - mass_props["mass"]) > 1e-6 * max(1.0, mass_props["mass"]):
             result.add(Finding("mesh-mass", root, f"physics:mass = {mass}, the cfg asks for {mass_props['mass']} kg"))
