@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import logging
 import os
 import re
 import sys
@@ -121,12 +122,18 @@ def _client(options: dict[str, Any]) -> Any:
             raise _ClusterUnusable(_session["failure"])
         if "client" in _session:
             return _session["client"]
+        # Dask's own log lines (tracebacks while it reconnects, "event loop unresponsive" while a
+        # conversion holds the GIL) would bury the one-line results; failures are reported by this module.
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")  # read by Dask and by local workers
         import dask
         from distributed import Client, LocalCluster
 
+        for logger in [name for name in logging.root.manager.loggerDict if name.split(".")[0] == "distributed"]:
+            logging.getLogger(logger).setLevel(logging.CRITICAL)  # Dask's config sets some child levels
+
         try:
             if options["scheduler"]:
-                client = Client(options["scheduler"], timeout="20s", set_as_default=False)
+                client = Client(options["scheduler"], set_as_default=False)  # connect timeout: Dask config
             else:
                 # One thread per worker: pxr, MuJoCo and trimesh hold the GIL for most of a conversion.
                 with dask.config.set({"distributed.worker.daemon": False}):
@@ -243,7 +250,8 @@ def _cluster_failure(name: str, options: dict[str, Any], exc: BaseException) -> 
     client = _session.get("client")
     if client is None or client.status != "running" or "connection" in str(exc).lower():
         with _lock:
-            _session["failure"] = (f"lost the Dask scheduler at {_where(options)} ({_one_line(exc)}); "
+            reason = getattr(exc, "reason", None) or _one_line(exc)
+            _session["failure"] = (f"lost the Dask scheduler at {_where(options)} ({reason}); "
                                    f"re-run the build to resume: finished entries are up to date")
         return _session["failure"]
     return f"{name}: the Dask task failed: {type(exc).__name__}: {_one_line(exc)}"
