@@ -121,6 +121,9 @@ class Cluster:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.client.close(timeout=5)
+        for process in self.workers.values():  # no graceful close needed: the tests are over
+            if process.poll() is None:
+                process.kill()
         for process in [*self.workers.values(), self.scheduler]:
             if process.poll() is None:
                 process.terminate()
@@ -197,7 +200,7 @@ def test_worker_killed_mid_build_still_completes(shared_dir, tmp_path):
     library = write_library(shared_dir, tmp_path / "lib")
     work = tmp_path / "work"
     work.mkdir()
-    with cluster(slow=1.0) as running:
+    with cluster(slow=0.6) as running:
         build = doit_background(work, "convert", f"library={library}", f"scheduler={running.address}")
         try:
             victim_task = None
@@ -206,7 +209,7 @@ def test_worker_killed_mid_build_still_completes(shared_dir, tmp_path):
                 victim_task = next(iter(running.processing().get("w1", [])), None)
                 time.sleep(0.05)
             assert victim_task is not None, "w1 never ran a conversion"
-            running.workers["w1"].send_signal(signal.SIGKILL)  # mid-conversion: it sleeps 1 s first
+            running.workers["w1"].send_signal(signal.SIGKILL)  # mid-conversion: each one sleeps 0.6 s first
             stdout, stderr = build.communicate(timeout=TIMEOUT)
         finally:
             if build.poll() is None:
