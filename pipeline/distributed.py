@@ -125,7 +125,6 @@ def _client(options: dict[str, Any]) -> Any:
         # Dask's own log lines (tracebacks while it reconnects, "event loop unresponsive" while a
         # conversion holds the GIL) would bury the one-line results; failures are reported by this module.
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "error")  # read by Dask and by local workers
-        import dask
         from distributed import Client, LocalCluster
 
         for logger in [name for name in logging.root.manager.loggerDict if name.split(".")[0] == "distributed"]:
@@ -136,9 +135,8 @@ def _client(options: dict[str, Any]) -> Any:
                 client = Client(options["scheduler"], set_as_default=False)  # connect timeout: Dask config
             else:
                 # One thread per worker: pxr, MuJoCo and trimesh hold the GIL for most of a conversion.
-                with dask.config.set({"distributed.worker.daemon": False}):
-                    cluster = LocalCluster(n_workers=options["workers"], threads_per_worker=1, processes=True,
-                                           dashboard_address=None, host="127.0.0.1")
+                cluster = LocalCluster(n_workers=options["workers"], threads_per_worker=1, processes=True,
+                                       dashboard_address=None, host="127.0.0.1")
                 _session["cluster"] = cluster
                 client = Client(cluster, set_as_default=False)
         except (OSError, TimeoutError) as exc:
