@@ -223,7 +223,7 @@ def run_on_cluster(name: str, kind: str, cfg_json: str, options: dict[str, Any])
         return TaskFailed(_cluster_failure(name, options, exc))
     if "error" in result:
         return TaskFailed(result["error"])
-    outputs = _write(kind, cfg, references, result["outputs"], previous)
+    outputs = _write(kind, cfg, references, result["outputs"], previous, expected)
     _say(*(f"{name}: warning: {message}" for message in result["warnings"]),
          f"convert:{name} built on {result['worker']} in {result['seconds']:.2f} s")
     return _done(cfg, key_path, outputs)
@@ -255,10 +255,20 @@ def _cluster_failure(name: str, options: dict[str, Any], exc: BaseException) -> 
     return f"{name}: the Dask task failed: {type(exc).__name__}: {_one_line(exc)}"
 
 
-def _write(kind: str, cfg: Any, references: list[str], outputs: dict[str, bytes], previous: Any) -> list[str]:
-    """Write the worker's files into ``cfg.usd_dir`` atomically, with the lazy key a local conversion writes."""
+def _write(kind: str, cfg: Any, references: list[str], outputs: dict[str, bytes], previous: Any,
+           known: dict[str, str] | None = None) -> list[str]:
+    """Write the worker's files into ``cfg.usd_dir`` atomically, with the lazy key a local conversion writes.
+
+    known: {normalised path: sha256} of the sources as sent to (or checked by) the worker: the key records
+    exactly what was converted, and the sources are not hashed twice.
+    """
+    known = known or {}
+
+    def sources_digests(paths: list[str]) -> dict[str, str]:  # as fingerprint.digests
+        return {path: known.get(path) or file_digest(path) for path in sorted({normalise(p) for p in paths})}
+
     from usdforge.pipeline.atomic import build_atomically
-    from usdforge.pipeline.fingerprint import digests, file_digest
+    from usdforge.pipeline.fingerprint import file_digest, normalise
     from usdforge.pipeline.lazy import LazyKey, key_to_toml
     from usdforge.rules.outputs import key_file_name
     from usdforge.schemas import cfg_to_dict, config_digest
@@ -276,8 +286,9 @@ def _write(kind: str, cfg: Any, references: list[str], outputs: dict[str, bytes]
 
     def make_key(files: dict[str, Path]) -> str:  # as AssetConverterBase._convert makes it
         return key_to_toml(LazyKey(
-            kind=kind, config_digest=config_digest(cfg, kind), asset=digests([cfg.asset_path]),
-            references=digests(references), outputs={name: file_digest(path) for name, path in files.items()},
+            kind=kind, config_digest=config_digest(cfg, kind), asset=sources_digests([cfg.asset_path]),
+            references=sources_digests(references),
+            outputs={name: file_digest(path) for name, path in files.items()},
             cfg=cfg_to_dict(cfg)))
 
     return build_atomically(Path(cfg.usd_dir), build, key_file_name(cfg.usd_file_name), make_key,
