@@ -150,7 +150,7 @@ def dask_cluster() -> Iterator[Cluster]:
         yield running
 
 
-def test_cluster_build_is_byte_identical_to_local_and_reruns_are_noops(shared_dir, tmp_path, dask_cluster):
+def test_cluster_builds_are_byte_identical_to_local_and_reruns_are_noops(shared_dir, tmp_path, dask_cluster):
     library = write_library(shared_dir, tmp_path / "lib")
     names = entry_names(library)
     work = tmp_path / "work"
@@ -176,6 +176,12 @@ def test_cluster_build_is_byte_identical_to_local_and_reruns_are_noops(shared_di
     assert again.returncode == 0 and executed(again) == [] and built_on(again.stderr) == {}
     local_again = doit(work, "convert", f"library={library}")
     assert local_again.returncode == 0 and executed(local_again) == []
+
+    shutil.rmtree(work / "build")  # workers=N: a local cluster started by the build, sharing the files
+    local_cluster = doit(work, "convert", f"library={library}", "workers=2")
+    assert local_cluster.returncode == 0, local_cluster.stdout + local_cluster.stderr
+    assert sorted(built_on(local_cluster.stderr)) == names
+    assert snapshot(work / "build/usd") == reference
 
 
 def test_broken_entry_fails_alone_with_one_line(shared_dir, tmp_path, dask_cluster):
