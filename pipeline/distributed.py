@@ -312,7 +312,8 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None,
     files: {absolute path on the doit machine: bytes} of the source and its referenced files, rebuilt
         under a scratch root (so relative references resolve); None when the worker shares the file system.
     expected: {path: sha256} the doit side saw; with a shared file system each is checked first.
-    Returns {"outputs": {relative path: bytes}, "warnings", "worker", "seconds"} or {"error": one line}.
+    Returns {"outputs": {relative path: bytes}, "warnings" (the ConversionWarnings' lines, with the doit
+    machine's paths), "worker", "seconds"} or {"error": one line}.
     User errors come back as data (no retry, no traceback); anything else raises and Dask reports it.
     """
     import shutil
@@ -325,6 +326,7 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None,
     from usdforge.pipeline.fingerprint import file_digest
     from usdforge.pipeline.kinds import cfg_class
     from usdforge.pipeline.lazy import read_key
+    from usdforge.rules.conversion_warnings import ConversionWarning
     from usdforge.rules.errors import ConversionError
     from usdforge.rules.outputs import key_file_name
     from usdforge.schemas import ConfigError, cfg_from_json
@@ -357,12 +359,16 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None,
                 converter = converter_for(kind)(cfg)
             except (ConfigError, ConversionError, ValueError) as exc:
                 return {"error": unroot(str(exc)), "worker": worker}
+        for other in caught:  # not a conversion's: as the worker's Python would have shown it
+            if not issubclass(other.category, ConversionWarning):
+                warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
         out = Path(converter.usd_dir)
         key = read_key(out / key_file_name(converter.usd_file_name))
         if key is None:
             raise RuntimeError(f"the conversion wrote no lazy key in {out}")
         return {"outputs": {name: (out / name).read_bytes() for name in key.outputs},
-                "warnings": list(dict.fromkeys(unroot(str(w.message)) for w in caught)),
+                "warnings": list(dict.fromkeys(unroot(str(w.message)) for w in caught
+                                               if issubclass(w.category, ConversionWarning))),
                 "worker": worker, "seconds": time.perf_counter() - start}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

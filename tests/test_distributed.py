@@ -167,6 +167,8 @@ def test_cluster_builds_are_byte_identical_to_local_and_reruns_are_noops(shared_
     workers = built_on(remote.stderr)
     assert sorted(workers) == names  # one progress line per finished entry
     assert set(workers.values()) == {"w1", "w2"}  # both workers converted (sources shipped to them)
+    relayed = [line for line in remote.stderr.splitlines() if line.startswith("cartpole: warning: ")]
+    assert relayed and all(f"{shared_dir}/corpus/urdf/cartpole/cartpole.urdf" in line for line in relayed)
     built = snapshot(work / "build/usd")
     assert sorted(built) == sorted(reference)
     differing = [name for name in reference if built[name] != reference[name]]
