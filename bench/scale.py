@@ -6,7 +6,8 @@ Builds one library of ≥ 40 entries (the embedded meshes and robots and six cor
 with a different cfg — mass, link_density — so every entry is a distinct conversion) from scratch with:
 `doit -n 1`, `doit -n 2` (doit's process pool), `doit convert workers=1` and `workers=2` (a local Dask
 cluster started by the build). Prints each whole-process wall time and its parallel efficiency
-(T(doit -n 1) / (k · T_k), k = processes or workers) and, apart, what starting the local cluster costs, then extrapolates to 10 000 entries on 64 workers
+(T(doit -n 1) / (k · T_k), k = processes or workers) and, apart, what starting the local cluster costs,
+then extrapolates to 10 000 entries on 64 workers
 from per-entry times measured here (the assumptions are printed with the figure).
 """
 
@@ -60,7 +61,8 @@ def library(shared: Path, folder: Path, variants: int) -> Path:
     return path
 
 
-def build(work: Path, lib: Path, options: tuple[str, ...], variables: tuple[str, ...]) -> tuple[float, subprocess.CompletedProcess]:
+def build(work: Path, lib: Path, options: tuple[str, ...],
+          variables: tuple[str, ...]) -> tuple[float, subprocess.CompletedProcess]:
     """Wall time of one whole `doit` process building ``lib`` from scratch in ``work``."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -70,7 +72,8 @@ def build(work: Path, lib: Path, options: tuple[str, ...], variables: tuple[str,
     result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
-        sys.exit(f"{' '.join(options + variables)}: the build failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+        sys.exit(f"{' '.join(options + variables)}: the build failed:\n"
+                 f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
     return elapsed, result
 
 
@@ -92,7 +95,8 @@ from distributed import Client, LocalCluster
 cluster = LocalCluster(n_workers={k}, threads_per_worker=1, processes=True, dashboard_address=None, host="127.0.0.1")
 client = Client(cluster)
 def warm():
-    import pxr.Usd, mujoco, trimesh, usdforge.pipeline.converters, usdforge.rules.urdf.convert, usdforge.rules.mjcf.convert
+    import pxr.Usd, mujoco, trimesh, usdforge.pipeline.converters
+    import usdforge.rules.urdf.convert, usdforge.rules.mjcf.convert
 client.run(warm)
 print(time.perf_counter() - start)
 client.close(); cluster.close()
@@ -172,7 +176,8 @@ def main() -> None:
 
     startup = {label: cluster_startup(k) if "Dask" in label else 0.0 for label, (_, k, _) in runs.items()}
     base = runs["doit -n 1"][0]
-    print(f"\n| {'how':<24} | {'wall s':>7} | {'entries/s':>9} | {'efficiency':>10} | {'of which cluster start-up s':>27} |")
+    print(f"\n| {'how':<24} | {'wall s':>7} | {'entries/s':>9} | {'efficiency':>10} | "
+          f"{'of which cluster start-up s':>27} |")
     print(f"|{'-' * 26}|{'-' * 9}|{'-' * 11}|{'-' * 12}|{'-' * 29}|")
     for label, (elapsed, k, _) in runs.items():
         print(f"| {label:<24} | {elapsed:7.1f} | {count / elapsed:9.2f} | {base / (k * elapsed):10.2f} | "
