@@ -1,19 +1,25 @@
 """Scale-out: conversions on a Dask cluster (``scheduler=``/``workers=``), and sharded builds (``shard=i/n``).
 
-doit still decides what is out of date; a ``convert:<name>`` action then submits the whole conversion to
-Dask and waits for it, so doit runs in thread mode with many actions in flight (one thread per waiting
-conversion, no CPU work on the doit side but writing files).
+doit still decides what is out of date; a ``convert:<name>`` action then asks the build cache first (the
+converter's own lazy check and cache lookup, on the doit side): outputs up to date or a cache hit finish
+there, as in a local build, without Dask. Only a miss is submitted to Dask, and the action waits for it, so
+doit runs in thread mode with many actions in flight (one thread per waiting conversion).
 
 Where the sources are: with ``sources=ship`` (the default for ``scheduler=``) the source and every file
-the reference scan finds travel with the task and the worker rebuilds them in a scratch folder (relative
-paths keep working; absolute paths written inside a source need ``sources=shared``). With
-``sources=shared`` (the default for ``workers=N``, a local cluster) the worker reads the paths as they are
-and first checks that each file has the content the doit side hashed.
+the reference scan finds (xacro arguments included) travel with the task and the worker rebuilds them in a
+scratch folder (relative paths keep working; absolute paths written inside a source need
+``sources=shared``). With ``sources=shared`` (the default for ``workers=N``, a local cluster) the worker
+reads the paths as they are and first checks that each file has the content the doit side hashed.
 
-Where the outputs go: the worker converts through the normal converter API into a scratch folder and
-returns the files' bytes; the doit side writes them with ``build_atomically`` and writes the lazy key
-itself from its own paths, so the build folder is byte-identical to a local ``doit convert`` and nothing
-of usdforge's state lives only on a worker.
+Where the outputs go: the worker converts through the normal converter API (into a scratch folder) with
+an explicit cache: with ``sources=shared`` the build's own cache folder (``cache=``, shared like the
+sources), otherwise the worker's ``USDFORGE_CACHE`` if set, else none. It returns the cache artifact of
+the conversion (the files and the conversion's warnings, under its cache key), or, when it stored it in the
+shared cache, only the key. The doit side then restores that artifact through the converter's cache-restore
+path, as a local cache hit does: the build folder (lazy key included) is byte-identical to a local
+``doit convert``, the warnings name this machine's files, the artifact lands in this build's cache too, and
+nothing of usdforge's state lives only on a worker. A worker whose cache key differs from the doit side's
+(another usdforge or library version) fails the entry rather than writing outputs its key would misdescribe.
 
 Failures: a user error (bad cfg, bad source) comes back as data and fails that entry with its one line; a
 worker that dies mid-conversion has its task rerun elsewhere by the scheduler (up to Dask's
@@ -167,8 +173,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def resolved_cfg(kind: str, cfg_json: str) -> Any:
-    """The entry's cfg as ``AssetConverterBase`` resolves it (absolute asset and usd_dir, file name set),
-    so the key the doit side writes is the one a local conversion writes."""
+    """The entry's cfg as ``AssetConverterBase`` resolves it (absolute asset and usd_dir, file name set):
+    what the worker converts, named as on this machine."""
     import attrs
 
     from usdforge.pipeline.kinds import cfg_class
@@ -183,39 +189,117 @@ def resolved_cfg(kind: str, cfg_json: str) -> Any:
                         usd_file_name=resolve_usd_file_name(str(asset), cfg.usd_file_name))
 
 
-def run_on_cluster(name: str, kind: str, cfg_json: str, options: dict[str, Any]) -> Any:
+#: Serialises the doit side's converter work (the lazy check, the cache lookup, the restore): Python's
+#: warnings filters are process-wide, and the converter records warnings. The waits on Dask run outside it.
+_doit_side = threading.Lock()
+
+
+class _Submit(Exception):
+    """Raised by ``_DoitSideStore`` on a cache miss, before anything is converted here: run it on Dask."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+class _KeyMismatch(Exception):
+    """The worker converted under another cache key than this machine computes (other inputs, usdforge
+    code or library versions), so its files are not the outputs this machine's lazy key would describe."""
+
+
+def _doit_side_store(cache: str | None, result: dict[str, Any] | None = None) -> Any:
+    """The build cache as the doit side of a cluster build sees it, a ``pipeline.cache.Store`` handed to the
+    converter (so the outputs are written, and the lazy key made, exactly as on a local cache hit):
+
+    - without ``result``: a hit in the local (or shared) cache ``cache`` restores as usual; a miss raises
+      ``_Submit`` (the converter never converts on the doit side);
+    - with ``result`` (a worker's ``convert_remote`` reply): the worker's artifact is served under its key,
+      stored into ``cache`` too when the worker did not already store it there.
+    """
+    from usdforge.pipeline.cache import Artifact, Store, open_store, sha256_bytes
+
+    real = open_store(cache) if cache is not None else None
+
+    class _DoitSideStore(Store):
+        def get_entry(self, key: str) -> Artifact | None:
+            if result is None:
+                found = real.get_entry(key) if real is not None else None
+                if found is None:
+                    raise _Submit(key)
+                return found
+            if key != result["cache_key"]:
+                raise _KeyMismatch(key)
+            if result["files"] is None:  # stored by the worker in the shared cache: read it from there
+                found = real.get_entry(key) if real is not None else None
+                if found is None:
+                    raise _KeyMismatch(f"{key} is not in the shared build cache {cache}")
+                return found
+            if real is not None and not result["shared_cache"] and real.entry(key) is None:
+                real.put_entry(key, result["files"], result["meta"])
+            return Artifact(result["files"], result["meta"],
+                            {name: sha256_bytes(data) for name, data in result["files"].items()})
+
+        def record(self, kind: str, hit: bool) -> None:
+            if real is None:
+                return
+            if result is None:
+                real.record(kind, hit)
+            elif not result["shared_cache"]:  # the worker recorded its lookup there itself otherwise
+                real.record(kind, hit=bool(result["restored"]))
+
+        def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None) -> dict[str, str] | None:
+            raise RuntimeError("the doit side of a cluster build never converts")
+
+        put_bytes = put_entry
+
+    return _DoitSideStore(real.root if real is not None else os.devnull)
+
+
+def run_on_cluster(name: str, kind: str, cfg_json: str, cache: str | None, root: str,
+                   options: dict[str, Any]) -> Any:
     """doit action: convert one entry on a Dask worker and write its outputs here, atomically.
 
-    Returns what the local action returns (the outputs' stamps, for doit's ``outputs_intact`` check), or
-    a ``TaskFailed`` with one line.
+    First, here: the converter's lazy check and the build cache (``cache``: the local or shared folder, or
+    None); outputs already up to date, or a cache hit, finish without Dask. Otherwise the whole conversion
+    runs on a worker (``convert_remote``); its artifact (files and the conversion's warnings) then goes
+    through the converter's cache-restore path here, so the build folder, the lazy key and the warnings are
+    those of a local cache hit. Returns what ``run_conversion`` returns, or a ``TaskFailed`` with one line.
     """
+    import attrs
     from doit.exceptions import TaskFailed
 
+    from usdforge.pipeline.cache import build_id
     from usdforge.pipeline.converters import packages_of
     from usdforge.pipeline.fingerprint import digests
-    from usdforge.pipeline.lazy import read_key, stale_reasons
     from usdforge.pipeline.references import referenced_files
     from usdforge.rules.errors import ConversionError
-    from usdforge.rules.outputs import key_file_name
-    from usdforge.schemas import ConfigError, cfg_to_json, config_digest
+    from usdforge.schemas import ConfigError, cfg_to_json
 
     try:
         cfg = resolved_cfg(kind, cfg_json)
-        asset, usd_dir = Path(cfg.asset_path), Path(cfg.usd_dir)
-        key_path = usd_dir / key_file_name(cfg.usd_file_name)
-        previous = read_key(key_path)
-        if not cfg.force_usd_conversion and not stale_reasons(previous, config_digest(cfg, kind), asset, usd_dir):
-            return _done(cfg, key_path, previous.outputs)  # built already (doit's state was lost): resume
-        references = referenced_files(kind, asset, packages_of(cfg))
     except (ConfigError, ConversionError, ValueError) as exc:
         return TaskFailed(str(exc))
-    sources = [str(asset), *(p for p in references if os.path.isfile(p))]
+    if not cfg.force_usd_conversion:  # forced: never restored, so straight to a worker
+        try:
+            return _on_doit_side(kind, cfg_json, _doit_side_store(cache), root)
+        except _Submit as submit:
+            key = submit.key
+    else:
+        key = None
+    try:
+        references = referenced_files(kind, cfg.asset_path, packages_of(cfg), getattr(cfg, "xacro_args", None))
+    except (ConfigError, ConversionError, ValueError) as exc:
+        return TaskFailed(str(exc))
+    sources = [cfg.asset_path, *(p for p in references if os.path.isfile(p))]
     files = {path: Path(path).read_bytes() for path in sources} if options["sources"] == "ship" else None
     expected = digests(sources)
+    # The worker's cache (proposal of the build cache issue): the shared folder when it shares our files,
+    # else its own USDFORGE_CACHE, if any.
+    worker_cache = cache if options["sources"] == "shared" else None
     try:
         client = _client(options)
-        future = client.submit(convert_remote, kind, cfg_to_json(cfg), files, expected, pure=False,
-                               key=f"convert-{name}-{uuid.uuid4().hex[:8]}")
+        future = client.submit(convert_remote, kind, cfg_to_json(cfg), files, expected, worker_cache,
+                               build_id(), pure=False, key=f"convert-{name}-{uuid.uuid4().hex[:8]}")
         result = future.result()
     except _ClusterUnusable as exc:
         return TaskFailed(str(exc))
@@ -223,10 +307,45 @@ def run_on_cluster(name: str, kind: str, cfg_json: str, options: dict[str, Any])
         return TaskFailed(_cluster_failure(name, options, exc))
     if "error" in result:
         return TaskFailed(result["error"])
-    outputs = _write(kind, cfg, references, result["outputs"], previous, expected)
-    _say(*(f"{name}: warning: {message}" for message in result["warnings"]),
-         f"convert:{name} built on {result['worker']} in {result['seconds']:.2f} s")
-    return _done(cfg, key_path, outputs)
+    if key is not None and result["cache_key"] != key:
+        return TaskFailed(_mismatch(name, result["worker"]))
+    # Restored here through the cache path, not forced (force_usd_conversion is not part of any key).
+    restore_json = cfg_json if not cfg.force_usd_conversion else cfg_to_json(
+        attrs.evolve(resolved_cfg(kind, cfg_json), force_usd_conversion=False))
+    try:
+        done = _on_doit_side(kind, restore_json, _doit_side_store(cache, result), root, result["seconds"])
+    except _KeyMismatch:
+        return TaskFailed(_mismatch(name, result["worker"]))
+    except _Submit:  # not possible with a result; kept explicit rather than converting here
+        return TaskFailed(f"{name}: the worker's result could not be restored")
+    if isinstance(done, TaskFailed):
+        return done
+    origin = " (from its build cache)" if result["restored"] else ""
+    _say(f"convert:{name} built on {result['worker']} in {result['seconds']:.2f} s{origin}")
+    return {**done, "converted": not result["restored"], "restored": bool(result["restored"]),
+            "worker": result["worker"]}
+
+
+def _mismatch(name: str, worker: str) -> str:
+    return (f"{name}: worker {worker} converted other inputs than this machine has (a source changed while "
+            f"it converted, or its usdforge or libraries differ): nothing written; re-run, or install the "
+            f"same usdforge on the workers")
+
+
+def _on_doit_side(kind: str, cfg_json: str, store: Any, root: str, seconds: float | None = None) -> Any:
+    """``tasks.run_conversion`` with ``store``, serialised, its warnings written as whole lines to the real
+    stderr (doit's thread runner swaps ``sys.stderr`` per action)."""
+    import warnings
+
+    from usdforge.pipeline.tasks import _run_conversion
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        _say(f"usdforge: warning: {message}")
+
+    with _doit_side, warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = show
+        return _run_conversion(kind, cfg_json, store, root, seconds)
 
 
 def _say(*lines: str) -> None:
@@ -255,66 +374,22 @@ def _cluster_failure(name: str, options: dict[str, Any], exc: BaseException) -> 
     return f"{name}: the Dask task failed: {type(exc).__name__}: {_one_line(exc)}"
 
 
-def _write(kind: str, cfg: Any, references: list[str], outputs: dict[str, bytes], previous: Any,
-           known: dict[str, str] | None = None) -> list[str]:
-    """Write the worker's files into ``cfg.usd_dir`` atomically, with the lazy key a local conversion writes.
-
-    known: {normalised path: sha256} of the sources as sent to (or checked by) the worker: the key records
-    exactly what was converted, and the sources are not hashed twice.
-    """
-    known = known or {}
-
-    def sources_digests(paths: list[str]) -> dict[str, str]:  # as fingerprint.digests
-        return {path: known.get(path) or file_digest(path) for path in sorted({normalise(p) for p in paths})}
-
-    from usdforge.pipeline.atomic import build_atomically
-    from usdforge.pipeline.fingerprint import file_digest, normalise
-    from usdforge.pipeline.lazy import LazyKey, key_to_toml
-    from usdforge.rules.outputs import key_file_name
-    from usdforge.schemas import cfg_to_dict, config_digest
-
-    def build(staging: Path) -> list[Path]:
-        written = []
-        for relative, data in outputs.items():
-            target = staging.joinpath(*PurePath(relative).parts)
-            if ".." in PurePath(relative).parts or PurePath(relative).is_absolute():
-                raise ValueError(f"a worker returned an output outside the output folder: {relative}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            written.append(target)
-        return written
-
-    def make_key(files: dict[str, Path]) -> str:  # as AssetConverterBase._convert makes it
-        return key_to_toml(LazyKey(
-            kind=kind, config_digest=config_digest(cfg, kind), asset=sources_digests([cfg.asset_path]),
-            references=sources_digests(references),
-            outputs={name: file_digest(path) for name, path in files.items()},
-            cfg=cfg_to_dict(cfg)))
-
-    return build_atomically(Path(cfg.usd_dir), build, key_file_name(cfg.usd_file_name), make_key,
-                            list(previous.outputs) if previous is not None else [])
-
-
-def _done(cfg: Any, key_path: Path, outputs: Any) -> dict[str, Any]:
-    from usdforge.pipeline.tasks import _stamp
-
-    written = [key_path, *(Path(cfg.usd_dir) / name for name in outputs)]
-    return {"usd_path": str(Path(cfg.usd_dir) / cfg.usd_file_name),
-            "outputs": {str(p): _stamp(str(p)) for p in written}}
-
-
 # --- the worker side ---------------------------------------------------------------------------------
 
-def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None,
-                   expected: dict[str, str]) -> dict[str, Any]:
-    """Run on a Dask worker: convert through the converter API into a scratch folder, return the bytes.
+def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None, expected: dict[str, str],
+                   cache: str | None, build: str) -> dict[str, Any]:
+    """Run on a Dask worker: convert through the converter API into a scratch folder; return the artifact
+    the converter stores in the build cache (its files and its warnings, with the cache key).
 
     files: {absolute path on the doit machine: bytes} of the source and its referenced files, rebuilt
         under a scratch root (so relative references resolve); None when the worker shares the file system.
     expected: {path: sha256} the doit side saw; with a shared file system each is checked first.
-    Returns {"outputs": {relative path: bytes}, "warnings" (the ConversionWarnings' lines, with the doit
-    machine's paths), "worker", "seconds"} or {"error": one line}.
-    User errors come back as data (no retry, no traceback); anything else raises and Dask reports it.
+    cache: the shared build cache folder (with a shared file system), used as is; None: the worker's own
+        ``USDFORGE_CACHE`` if set, else none. build: the doit side's build id, for the cache's statistics.
+    Returns {"cache_key", "files" ({relative name: bytes}; None when stored in the shared cache ``cache``),
+    "meta" (the warnings, as the cache stores them), "shared_cache", "restored" (a hit in the worker's
+    cache), "worker", "seconds"} or {"error": one line}. User errors come back as data (no retry, no
+    traceback); anything else raises and Dask reports it.
     """
     import shutil
     import tempfile
@@ -322,13 +397,12 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None,
 
     import attrs
 
+    from usdforge.pipeline.cache import CACHE_ENV, Store, default_cache_dir
     from usdforge.pipeline.converters import converter_for
     from usdforge.pipeline.fingerprint import file_digest
     from usdforge.pipeline.kinds import cfg_class
-    from usdforge.pipeline.lazy import read_key
     from usdforge.rules.conversion_warnings import ConversionWarning
     from usdforge.rules.errors import ConversionError
-    from usdforge.rules.outputs import key_file_name
     from usdforge.schemas import ConfigError, cfg_from_json
 
     start = time.perf_counter()
@@ -338,6 +412,27 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None,
 
     def unroot(text: str) -> str:
         return text.replace(str(root), "")
+
+    class Capturing(Store):
+        """The worker's cache (or a scratch one), remembering every artifact it stores or serves."""
+
+        def __init__(self, folder: Path, build: str):
+            super().__init__(folder, build=build)
+            self.captured: dict[str, tuple[dict[str, bytes], Any]] = {}  # key → (files, meta)
+            self.stored: dict[str, bool] = {}  # key → whether the cache folder holds it
+
+        def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None) -> dict[str, str] | None:
+            self.captured[key] = (dict(files), meta)
+            stored = super().put_entry(key, files, meta)
+            self.stored[key] = stored is not None
+            return stored
+
+        def get_entry(self, key: str) -> Any:
+            found = super().get_entry(key)
+            if found is not None:
+                self.captured[key] = (found.files, found.meta)
+                self.stored[key] = True
+            return found
 
     try:
         cfg = cfg_from_json(cfg_json, cfg_class(kind))
@@ -352,24 +447,26 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None,
                 if file_digest(path) != sha:
                     return {"error": f"{path}: not the file the doit machine has (worker {worker}); without a "
                                      f"shared file system use sources=ship", "worker": worker}
+        own = default_cache_dir() if os.environ.get(CACHE_ENV) else None
+        folder = Path(cache) if cache is not None else own
+        store = Capturing(folder if folder is not None else scratch / "cache", build)
         cfg = attrs.evolve(cfg, usd_dir=str(scratch / "out"))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                converter = converter_for(kind)(cfg)
+                converter = converter_for(kind)(cfg, cache=store)
             except (ConfigError, ConversionError, ValueError) as exc:
                 return {"error": unroot(str(exc)), "worker": worker}
-        for other in caught:  # not a conversion's: as the worker's Python would have shown it
+        for other in caught:  # not a conversion's (those travel in the artifact): as the worker would show it
             if not issubclass(other.category, ConversionWarning):
                 warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
-        out = Path(converter.usd_dir)
-        key = read_key(out / key_file_name(converter.usd_file_name))
-        if key is None:
-            raise RuntimeError(f"the conversion wrote no lazy key in {out}")
-        return {"outputs": {name: (out / name).read_bytes() for name in key.outputs},
-                "warnings": list(dict.fromkeys(unroot(str(w.message)) for w in caught
-                                               if issubclass(w.category, ConversionWarning))),
-                "worker": worker, "seconds": time.perf_counter() - start}
+        key = converter.cache_key
+        if key not in store.captured:
+            raise RuntimeError(f"the conversion of {unroot(cfg.asset_path)} stored no artifact under its key")
+        outputs, meta = store.captured[key]
+        shared = cache is not None and store.stored.get(key, False)
+        return {"cache_key": key, "files": None if shared else outputs, "meta": meta, "shared_cache": shared,
+                "restored": converter.restored, "worker": worker, "seconds": time.perf_counter() - start}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

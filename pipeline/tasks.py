@@ -91,7 +91,11 @@ def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> di
         return _run_conversion(kind, cfg_json, cache, root)
 
 
-def _run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> dict[str, Any] | TaskFailed:
+def _run_conversion(kind: str, cfg_json: str, cache: Any, root: str,
+                    seconds: float | None = None) -> dict[str, Any] | TaskFailed:
+    """``run_conversion`` without its warning set-up. cache: a folder, a ``pipeline.cache.Store`` (a cluster
+    build's, serving what a Dask worker converted) or None. seconds: the conversion's wall time for the
+    record when it ran elsewhere (a Dask worker); None: this call's."""
     from usdforge.pipeline.converters import converter_for
     from usdforge.pipeline.kinds import cfg_class
     from usdforge.rules.errors import ConversionError
@@ -112,6 +116,8 @@ def _run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> d
     key_name = key_file_name(converter.usd_file_name)
     key = read_key(usd_dir / key_name)
     outputs = [key_name, *(key.outputs if key else {})]
+    if seconds is not None:
+        record.seconds = seconds
     record.save(usd_dir, converter.usd_file_name, usd_dir / key_name)
     return {"usd_path": converter.usd_path, "converted": converter.converted and not converter.restored,
             "restored": converter.restored,
@@ -170,7 +176,7 @@ def _conversion_action(spec: dict[str, Any], cache: str | None, options: dict[st
     if options.get("scheduler") or options.get("workers"):
         from usdforge.pipeline.distributed import run_on_cluster
 
-        return (run_on_cluster, [spec["name"], spec["kind"], spec["cfg_json"], options])
+        return (run_on_cluster, [spec["name"], spec["kind"], spec["cfg_json"], cache, spec["root"], options])
     return (run_conversion, [spec["kind"], spec["cfg_json"], cache, spec["root"]])
 
 

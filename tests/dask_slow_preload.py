@@ -8,14 +8,14 @@ import time
 from usdforge.pipeline.converters import AssetConverterBase
 
 # Dask imports a preload file twice (reloading it): keep the real method from the first time.
-_original = getattr(AssetConverterBase, "_unslowed_convert", AssetConverterBase._convert)
-AssetConverterBase._unslowed_convert = _original
+_original = getattr(AssetConverterBase, "_unslowed_build", AssetConverterBase._build)
+AssetConverterBase._unslowed_build = _original
 _delay = float(os.environ.get("USDFORGE_TEST_SLOW_S", "0.5"))
 
 
-def _slow_convert(self, previous):
+def _slow_build(self, *args, **kwargs):
     time.sleep(_delay)
-    return _original(self, previous)
+    return _original(self, *args, **kwargs)
 
 
-AssetConverterBase._convert = _slow_convert
+AssetConverterBase._build = _slow_build

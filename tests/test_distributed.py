@@ -54,16 +54,20 @@ def entry_names(library: Path) -> list[str]:
     return sorted(entry["name"] for entry in tomllib.loads(library.read_text())["assets"])
 
 
+def doit_env(extra: dict | None = None) -> dict[str, str]:
+    """This process's environment for a `doit` run: its own build id (for the cache's statistics)."""
+    env = {k: v for k, v in os.environ.items() if k != "USDFORGE_BUILD_ID"}
+    return {**env, "PYTHONPATH": str(REPO), **(extra or {})}
+
+
 def doit(workdir: Path, *args: str, env: dict | None = None, timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "doit", "-f", str(REPO / "dodo.py"), "-d", str(workdir), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=doit_env(env))
 
 
 def doit_background(workdir: Path, *args: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "doit", "-f", str(REPO / "dodo.py"), "-d", str(workdir), *args]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=doit_env())
 
 
 def built_on(result_stderr: str) -> dict[str, str]:
@@ -77,7 +81,22 @@ def built_on(result_stderr: str) -> dict[str, str]:
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Every output file's bytes (lazy keys included), without the conversion records (wall times)."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.name.endswith(".convert.json")}
+
+
+def last_build(cache: Path) -> dict[str, dict[str, int]]:
+    """The build cache's hits and misses of the last build, per kind (conversions and mesh geometry)."""
+    from usdforge.pipeline.cache import Store
+
+    return Store(cache).stats()["last_build"]
+
+
+def conversions(cache: Path) -> dict[str, int]:
+    """{"hits": restored, "misses": converted} of the last build's conversions (not mesh geometry)."""
+    counts = [v for kind, v in last_build(cache).items() if kind in ("mesh", "urdf", "mjcf")]
+    return {"hits": sum(c["hits"] for c in counts), "misses": sum(c["misses"] for c in counts)}
 
 
 def free_port() -> int:
@@ -150,7 +169,8 @@ def dask_cluster() -> Iterator[Cluster]:
         yield running
 
 
-def test_cluster_builds_are_byte_identical_to_local_and_reruns_are_noops(shared_dir, tmp_path, dask_cluster):
+def test_cluster_builds_are_byte_identical_to_local_and_reruns_are_noops(shared_dir, tmp_path, dask_cluster,
+                                                                          build_cache):
     library = write_library(shared_dir, tmp_path / "lib")
     names = entry_names(library)
     work = tmp_path / "work"
@@ -160,6 +180,7 @@ def test_cluster_builds_are_byte_identical_to_local_and_reruns_are_noops(shared_
     assert executed(local) == [f"convert:{n}" for n in names]
     reference = snapshot(work / "build/usd")
     shutil.rmtree(work / "build")
+    shutil.rmtree(build_cache)  # the build cache ($USDFORGE_CACHE, the test's own): empty, so Dask converts
 
     remote = doit(work, "convert", f"library={library}", f"scheduler={dask_cluster.address}")
     assert remote.returncode == 0, remote.stdout + remote.stderr
@@ -167,8 +188,12 @@ def test_cluster_builds_are_byte_identical_to_local_and_reruns_are_noops(shared_
     workers = built_on(remote.stderr)
     assert sorted(workers) == names  # one progress line per finished entry
     assert set(workers.values()) == {"w1", "w2"}  # both workers converted (sources shipped to them)
-    relayed = [line for line in remote.stderr.splitlines() if line.startswith("cartpole: warning: ")]
-    assert relayed and all(f"{shared_dir}/corpus/urdf/cartpole/cartpole.urdf" in line for line in relayed)
+    # The conversion's warnings, restored here as a cache hit gives them: naming this machine's files.
+    cartpole = f"{shared_dir}/corpus/urdf/cartpole/cartpole.urdf"
+    relayed = [line for line in remote.stderr.splitlines() if line.startswith("usdforge: warning: ")]
+    assert [line for line in relayed if cartpole in line], remote.stderr
+    assert not [line for line in relayed if "usdforge-task-" in line]  # no worker scratch path leaks
+    assert conversions(build_cache) == {"hits": 0, "misses": len(names)}
     built = snapshot(work / "build/usd")
     assert sorted(built) == sorted(reference)
     differing = [name for name in reference if built[name] != reference[name]]
@@ -179,11 +204,24 @@ def test_cluster_builds_are_byte_identical_to_local_and_reruns_are_noops(shared_
     local_again = doit(work, "convert", f"library={library}")
     assert local_again.returncode == 0 and executed(local_again) == []
 
+    # The workers' artifacts landed in this build's cache: with the outputs gone, a cluster build restores
+    # every entry here, from the cache, and submits nothing to Dask.
+    shutil.rmtree(work / "build/usd")
+    (work / "build/.doit.db").unlink()
+    warm = doit(work, "convert", f"library={library}", f"scheduler={dask_cluster.address}")
+    assert warm.returncode == 0, warm.stdout + warm.stderr
+    assert executed(warm) == [f"convert:{n}" for n in names] and built_on(warm.stderr) == {}
+    assert conversions(build_cache) == {"hits": len(names), "misses": 0}
+    assert snapshot(work / "build/usd") == reference
+
     shutil.rmtree(work / "build")  # workers=N: a local cluster started by the build, sharing the files
+    shutil.rmtree(build_cache)  # and the cache: the workers store into it, the doit side restores from it
     local_cluster = doit(work, "convert", f"library={library}", "workers=2")
     assert local_cluster.returncode == 0, local_cluster.stdout + local_cluster.stderr
     assert sorted(built_on(local_cluster.stderr)) == names
     assert snapshot(work / "build/usd") == reference
+    # The local workers stored into the build's (shared) cache themselves, under this build's id.
+    assert conversions(build_cache) == {"hits": 0, "misses": len(names)}
 
 
 def test_broken_entry_fails_alone_with_one_line(shared_dir, tmp_path, dask_cluster):
@@ -259,13 +297,15 @@ def test_lost_scheduler_fails_with_one_line_and_rerun_resumes(shared_dir, tmp_pa
     assert executed(resumed) == [f"convert:{n}" for n in names if n not in finished]
 
 
-def test_shards_cover_every_entry_exactly_once(shared_dir, tmp_path):
+def test_shards_cover_every_entry_once_and_a_final_build_elsewhere_restores_all(shared_dir, tmp_path, monkeypatch):
     from usdforge.pipeline.distributed import shard_of
     from usdforge.pipeline.tasks import convert_tasks
 
+    monkeypatch.setenv("USDFORGE_BUILD_ID", "listing")  # convert_tasks sets one for its process: not ours
+
     library = write_library(shared_dir, tmp_path / "lib")
     names = entry_names(library)
-    shards = [sorted(task["name"] for task in convert_tasks(library, tmp_path / "build", {"shard": (i, 3)})
+    shards = [sorted(task["name"] for task in convert_tasks(library, tmp_path / "build", options={"shard": (i, 3)})
                      if task["basename"] == "convert") for i in (1, 2, 3)]
     assert sorted(sum(shards, [])) == names  # each entry in exactly one shard
     assert all(shards)
@@ -274,17 +314,33 @@ def test_shards_cover_every_entry_exactly_once(shared_dir, tmp_path):
         "ball": 3, "cartpole": 3, "cone": 2, "crate": 1, "mug": 2, "pan_tilt": 3, "plate": 3, "robotiq_2f85": 2,
         "simple_humanoid": 3, "skydio_x2": 2, "table": 1, "tiny_arm": 3}
 
-    work = tmp_path / "work"
-    work.mkdir()
+    # Three jobs of an array, each in its own checkout/build folder, sharing one cache (cache=PATH).
+    cache = tmp_path / "shared-cache"
+    built: dict[str, bytes] = {}
     ran = []
     for i in (1, 2, 3):
-        result = doit(work, "convert", f"library={library}", f"shard={i}/3")
+        job = tmp_path / f"job{i}"
+        job.mkdir()
+        result = doit(job, "convert", f"library={library}", f"shard={i}/3", f"cache={cache}")
         assert result.returncode == 0, result.stdout + result.stderr
         assert executed(result) == [f"convert:{n}" for n in shards[i - 1]]
+        assert conversions(cache) == {"hits": 0, "misses": len(shards[i - 1])}
+        assert sorted(p.name for p in (job / "build/usd").iterdir()) == shards[i - 1]
+        built.update(snapshot(job / "build/usd"))
         ran += executed(result)
     assert sorted(ran) == [f"convert:{n}" for n in names]
-    final = doit(work, "convert", f"library={library}")
-    assert final.returncode == 0 and executed(final) == []
+
+    # The final `doit convert` anywhere: every entry restored from the shared cache, none converted.
+    final_dir = tmp_path / "final"
+    final_dir.mkdir()
+    final = doit(final_dir, "convert", f"library={library}", f"cache={cache}")
+    assert final.returncode == 0, final.stdout + final.stderr
+    assert executed(final) == [f"convert:{n}" for n in names]
+    assert conversions(cache) == {"hits": len(names), "misses": 0}
+    assert "mesh-geometry" not in last_build(cache)  # nothing was even read for a conversion
+    assert snapshot(final_dir / "build/usd") == built  # byte for byte what the shards built
+    again = doit(final_dir, "convert", f"library={library}", f"cache={cache}")
+    assert again.returncode == 0 and executed(again) == []
 
 
 def test_cluster_options_without_dask_or_malformed_fail_with_one_line(tmp_path):
