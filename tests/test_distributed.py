@@ -21,6 +21,7 @@ import pytest
 import tomli_w
 
 from test_doit import executed
+from xacro_package import write_bot
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS_ROBOTS = ("cartpole", "simple_humanoid", "skydio_x2", "robotiq_2f85")
@@ -171,7 +172,11 @@ def dask_cluster() -> Iterator[Cluster]:
 
 def test_cluster_builds_are_byte_identical_to_local_and_reruns_are_noops(shared_dir, tmp_path, dask_cluster,
                                                                           build_cache):
-    library = write_library(shared_dir, tmp_path / "lib")
+    # A xacro whose argument picks the YAML it reads: the shipped sources must be the ones it reads then.
+    bot = write_bot(tmp_path / "lib" / "src")
+    library = write_library(shared_dir, tmp_path / "lib", [{
+        "name": "bot", "source": str(bot / "urdf/bot.urdf.xacro"), "packages": {"bot_description": str(bot)},
+        "xacro_args": {"variant": "long"}}])
     names = entry_names(library)
     work = tmp_path / "work"
     work.mkdir()
