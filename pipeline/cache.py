@@ -193,7 +193,8 @@ class Store:
         """Append one lookup to the statistics (best effort: a read-only cache records nothing)."""
         if not self.writable:
             return
-        line = json.dumps({"build": self.build or build_id(), "kind": kind, "hit": hit, "time": round(time.time(), 3)}) + "\n"
+        line = json.dumps({"build": self.build or build_id(), "kind": kind, "hit": hit,
+                           "time": round(time.time(), 3)}) + "\n"
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.root / _STATS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

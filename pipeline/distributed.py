@@ -269,9 +269,6 @@ def run_on_cluster(name: str, kind: str, cfg_json: str, cache: str | None, root:
     from doit.exceptions import TaskFailed
 
     from usdforge.pipeline.cache import build_id
-    from usdforge.pipeline.converters import packages_of
-    from usdforge.pipeline.fingerprint import digests
-    from usdforge.pipeline.references import referenced_files
     from usdforge.rules.errors import ConversionError
     from usdforge.schemas import ConfigError, cfg_to_json
 
@@ -287,15 +284,12 @@ def run_on_cluster(name: str, kind: str, cfg_json: str, cache: str | None, root:
     else:
         key = None
     try:
-        references = referenced_files(kind, cfg.asset_path, packages_of(cfg), getattr(cfg, "xacro_args", None))
+        files, expected = task_sources(kind, cfg, ship=options["sources"] == "ship")
     except (ConfigError, ConversionError, ValueError) as exc:
         return TaskFailed(str(exc))
-    sources = [cfg.asset_path, *(p for p in references if os.path.isfile(p))]
-    files = {path: Path(path).read_bytes() for path in sources} if options["sources"] == "ship" else None
-    expected = digests(sources)
-    # The worker's cache (proposal of the build cache issue): the shared folder when it shares our files,
+    # The worker's cache: the build's own folder when it shares our files ("off" when the build has none),
     # else its own USDFORGE_CACHE, if any.
-    worker_cache = cache if options["sources"] == "shared" else None
+    worker_cache = (cache or "off") if options["sources"] == "shared" else None
     try:
         client = _client(options)
         future = client.submit(convert_remote, kind, cfg_to_json(cfg), files, expected, worker_cache,
@@ -324,6 +318,19 @@ def run_on_cluster(name: str, kind: str, cfg_json: str, cache: str | None, root:
     _say(f"convert:{name} built on {result['worker']} in {result['seconds']:.2f} s{origin}")
     return {**done, "converted": not result["restored"], "restored": bool(result["restored"]),
             "worker": result["worker"]}
+
+
+def task_sources(kind: str, cfg: Any, ship: bool) -> tuple[dict[str, bytes] | None, dict[str, str]]:
+    """What travels with a conversion: ({path: bytes} of the source and every existing file it references
+    when ``ship``, else None; {path: sha256} of those files). The scan is the converter's own
+    (``referenced_files`` with the entry's packages and xacro arguments). cfg: as ``resolved_cfg`` gives it."""
+    from usdforge.pipeline.converters import packages_of
+    from usdforge.pipeline.fingerprint import digests
+    from usdforge.pipeline.references import referenced_files
+
+    references = referenced_files(kind, cfg.asset_path, packages_of(cfg), getattr(cfg, "xacro_args", None))
+    sources = [cfg.asset_path, *(p for p in references if os.path.isfile(p))]
+    return ({path: Path(path).read_bytes() for path in sources} if ship else None), digests(sources)
 
 
 def _mismatch(name: str, worker: str) -> str:
@@ -384,8 +391,9 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None, exp
     files: {absolute path on the doit machine: bytes} of the source and its referenced files, rebuilt
         under a scratch root (so relative references resolve); None when the worker shares the file system.
     expected: {path: sha256} the doit side saw; with a shared file system each is checked first.
-    cache: the shared build cache folder (with a shared file system), used as is; None: the worker's own
-        ``USDFORGE_CACHE`` if set, else none. build: the doit side's build id, for the cache's statistics.
+    cache: the shared build cache folder (with a shared file system), used as is; "off": none; None: the
+        worker's own ``USDFORGE_CACHE`` if set, else none. build: the doit side's build id, for the cache's
+        statistics.
     Returns {"cache_key", "files" ({relative name: bytes}; None when stored in the shared cache ``cache``),
     "meta" (the warnings, as the cache stores them), "shared_cache", "restored" (a hit in the worker's
     cache), "worker", "seconds"} or {"error": one line}. User errors come back as data (no retry, no
@@ -447,8 +455,10 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None, exp
                 if file_digest(path) != sha:
                     return {"error": f"{path}: not the file the doit machine has (worker {worker}); without a "
                                      f"shared file system use sources=ship", "worker": worker}
-        own = default_cache_dir() if os.environ.get(CACHE_ENV) else None
-        folder = Path(cache) if cache is not None else own
+        if cache is None:
+            folder = default_cache_dir() if os.environ.get(CACHE_ENV) else None
+        else:
+            folder = None if cache == "off" else Path(cache)
         store = Capturing(folder if folder is not None else scratch / "cache", build)
         cfg = attrs.evolve(cfg, usd_dir=str(scratch / "out"))
         with warnings.catch_warnings(record=True) as caught:
@@ -464,7 +474,7 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None, exp
         if key not in store.captured:
             raise RuntimeError(f"the conversion of {unroot(cfg.asset_path)} stored no artifact under its key")
         outputs, meta = store.captured[key]
-        shared = cache is not None and store.stored.get(key, False)
+        shared = folder is not None and cache not in (None, "off") and store.stored.get(key, False)
         return {"cache_key": key, "files": None if shared else outputs, "meta": meta, "shared_cache": shared,
                 "restored": converter.restored, "worker": worker, "seconds": time.perf_counter() - start}
     finally:

@@ -370,3 +370,40 @@ def test_cluster_options_without_dask_or_malformed_fail_with_one_line(tmp_path):
                        env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s"})
     assert unreachable.returncode != 0 and "Traceback" not in unreachable.stdout + unreachable.stderr
     assert "cannot reach the Dask scheduler at tcp://127.0.0.1:" in unreachable.stdout + unreachable.stderr
+
+
+def test_a_workers_artifact_is_restored_as_a_cache_hit_and_a_foreign_key_writes_nothing(tmp_path):
+    """In-process, no cluster: the doit side's lookup misses before anything converts; what a worker's
+    ``convert_remote`` returns (sources shipped, no cache), restored on the doit side, equals a local
+    conversion byte for byte, lazy key included; under another cache key (a worker with another usdforge
+    or library versions) nothing is written."""
+    import attrs
+
+    from usdforge.pipeline.distributed import (_doit_side_store, _KeyMismatch, _on_doit_side, _Submit,
+                                               convert_remote, resolved_cfg, task_sources)
+    from usdforge.pipeline.task_specs import compute_specs
+    from usdforge.pipeline.tasks import _run_conversion
+    from usdforge.schemas import cfg_to_json
+
+    spec = next(s for s in compute_specs(REPO / "assets/library.toml", tmp_path / "build") if s["name"] == "tiny_arm")
+    cfg = resolved_cfg(spec["kind"], spec["cfg_json"])
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    local_json, remote_json = (cfg_to_json(attrs.evolve(cfg, usd_dir=str(folder))) for folder in (local, remote))
+    assert "outputs" in _run_conversion(spec["kind"], local_json, None, spec["root"])
+
+    with pytest.raises(_Submit) as miss:
+        _on_doit_side(spec["kind"], remote_json, _doit_side_store(None), spec["root"])
+    assert not remote.exists()
+    files, expected = task_sources(spec["kind"], cfg, ship=True)
+    assert any(path.endswith(".stl") for path in files)  # the meshes travel with the source
+    result = convert_remote(spec["kind"], remote_json, files, expected, "off", "test-build")
+    assert result["cache_key"] == miss.value.key and not result["restored"] and not result["shared_cache"]
+
+    foreign = {**result, "cache_key": "0" * 64}
+    with pytest.raises(_KeyMismatch):
+        _on_doit_side(spec["kind"], remote_json, _doit_side_store(None, foreign), spec["root"])
+    assert not remote.exists()
+
+    done = _on_doit_side(spec["kind"], remote_json, _doit_side_store(None, result), spec["root"], result["seconds"])
+    assert Path(done["usd_path"]).is_file()
+    assert snapshot(remote) == snapshot(local)
