@@ -305,13 +305,11 @@ def run_on_cluster(name: str, kind: str, cfg_json: str, cache: str | None, root:
         return TaskFailed(_mismatch(name, result["worker"]))
     # Restored here through the cache path, not forced (force_usd_conversion is not part of any key).
     restore_json = cfg_json if not cfg.force_usd_conversion else cfg_to_json(
-        attrs.evolve(resolved_cfg(kind, cfg_json), force_usd_conversion=False))
+        attrs.evolve(cfg, force_usd_conversion=False))
     try:
         done = _on_doit_side(kind, restore_json, _doit_side_store(cache, result), root, result["seconds"])
     except _KeyMismatch:
         return TaskFailed(_mismatch(name, result["worker"]))
-    except _Submit:  # not possible with a result; kept explicit rather than converting here
-        return TaskFailed(f"{name}: the worker's result could not be restored")
     if isinstance(done, TaskFailed):
         return done
     origin = " (from its build cache)" if result["restored"] else ""
