@@ -3,29 +3,36 @@
 `doit convert library=PATH` builds another manifest; `doit convert cache=PATH` uses that build cache
 (default ``$USDFORGE_CACHE``, else build/cache; ``cache=off``: none); `doit ik` runs the IK study of every
 entry with an `ee_body`; `doit verify` checks every built asset against its source; `doit report` writes
-build/report/index.html; `doit list` shows the tasks.
+build/report/index.html; `doit list` shows the tasks. `doit convert scheduler=tcp://HOST:8786` (or
+`workers=N`, a local Dask cluster; the `cluster` extra) runs each conversion on Dask; `shard=i/n` builds
+shard i of n only.
 """
 
 from pathlib import Path
 
 from doit import get_var
 
+from usdforge.pipeline.distributed import build_options, doit_config
 from usdforge.pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
 from usdforge.pipeline.verify_tasks import report_tasks, thumbnail_tasks, verify_tasks
 
 Path("build").mkdir(exist_ok=True)
+_OPTIONS, _OPTIONS_ERROR = build_options(get_var("scheduler"), get_var("workers"), get_var("sources"),
+                                         get_var("shard"))
 
 DOIT_CONFIG = {
     "backend": "json",
     "dep_file": "build/.doit.db",
     "default_tasks": ["convert"],
     "verbosity": 1,
+    **({} if _OPTIONS_ERROR else doit_config(_OPTIONS)),   # a Dask build: doit's thread runner
 }
 
 
 def task_convert():
     """Convert every library entry to USD (one subtask per entry)."""
-    yield from convert_tasks(get_var("library", str(DEFAULT_LIBRARY)), cache=get_var("cache", None))
+    yield from convert_tasks(get_var("library", str(DEFAULT_LIBRARY)), cache=get_var("cache", None),
+                             options={**_OPTIONS, "error": _OPTIONS_ERROR})
 
 
 def task_ik():

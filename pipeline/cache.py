@@ -65,9 +65,11 @@ def sha256_bytes(data: bytes) -> str:
 class Store:
     """One cache folder. Methods never raise for cache problems: a broken cache is an absent one."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, build: str | None = None):
         self.root = Path(root)
         self.writable = True
+        #: The build its lookups count for (None: ``build_id()``); a Dask worker records under the doit side's.
+        self.build = build
         self._warned: set[str] = set()
 
     # -- paths
@@ -191,7 +193,8 @@ class Store:
         """Append one lookup to the statistics (best effort: a read-only cache records nothing)."""
         if not self.writable:
             return
-        line = json.dumps({"build": build_id(), "kind": kind, "hit": hit, "time": round(time.time(), 3)}) + "\n"
+        line = json.dumps({"build": self.build or build_id(), "kind": kind, "hit": hit,
+                           "time": round(time.time(), 3)}) + "\n"
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.root / _STATS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

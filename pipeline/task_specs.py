@@ -19,6 +19,8 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 #: Code whose edits change cfgs, digests or planned outputs (usdforge's version is in schemas/): a change
 #: of any invalidates the cache.
 _CODE = ("schemas", "pipeline/manifest.py", "pipeline/kinds.py", "pipeline/task_specs.py", "rules/outputs.py")
+#: The doc of the one spec of a manifest that cannot be read.
+MANIFEST_ERROR_DOC = "the library manifest has an error"
 
 
 def _code_stamp() -> list[Any]:
@@ -44,7 +46,7 @@ def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
     try:
         library = load_library(library_path)
     except ConfigError as exc:
-        return [{"name": "library", "error": str(exc), "doc": "the library manifest has an error"}]
+        return [{"name": "library", "error": str(exc), "doc": MANIFEST_ERROR_DOC}]
     specs = []
     for index, entry in enumerate(library.assets):
         try:

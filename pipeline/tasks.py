@@ -21,7 +21,7 @@ from doit.exceptions import TaskFailed
 from doit.tools import config_changed
 
 from usdforge.pipeline.fingerprint import file_digest
-from usdforge.pipeline.task_specs import task_specs
+from usdforge.pipeline.task_specs import MANIFEST_ERROR_DOC, task_specs
 
 #: The manifest ``doit convert`` reads unless ``library=PATH`` is given on the command line.
 DEFAULT_LIBRARY = Path("assets/library.toml")
@@ -91,7 +91,11 @@ def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> di
         return _run_conversion(kind, cfg_json, cache, root)
 
 
-def _run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> dict[str, Any] | TaskFailed:
+def _run_conversion(kind: str, cfg_json: str, cache: Any, root: str,
+                    seconds: float | None = None) -> dict[str, Any] | TaskFailed:
+    """``run_conversion`` without its warning set-up. cache: a folder, a ``pipeline.cache.Store`` (a cluster
+    build's, serving what a Dask worker converted) or None. seconds: the conversion's wall time for the
+    record when it ran elsewhere (a Dask worker); None: this call's."""
     from usdforge.pipeline.converters import converter_for
     from usdforge.pipeline.kinds import cfg_class
     from usdforge.rules.errors import ConversionError
@@ -112,6 +116,8 @@ def _run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> d
     key_name = key_file_name(converter.usd_file_name)
     key = read_key(usd_dir / key_name)
     outputs = [key_name, *(key.outputs if key else {})]
+    if seconds is not None:
+        record.seconds = seconds
     record.save(usd_dir, converter.usd_file_name, usd_dir / key_name)
     return {"usd_path": converter.usd_path, "converted": converter.converted and not converter.restored,
             "restored": converter.restored,
@@ -125,13 +131,23 @@ def report_error(message: str) -> TaskFailed:
 
 
 def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | Path = DEFAULT_BUILD_DIR,
-                  cache: str | None = None) -> Iterator[dict[str, Any]]:
+                  cache: str | None = None, options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """The ``convert`` subtasks for every entry of the manifest at ``library_path``.
 
     cache: the build cache folder; None: ``$USDFORGE_CACHE``, else ``<build_dir>/cache`` ("off": none).
+    options: from ``pipeline.distributed.build_options``: ``scheduler``/``workers`` run each conversion on
+    Dask, ``shard=(i, n)`` keeps the entries of shard i of n. None: every entry, converted here.
     """
     from usdforge.pipeline.cache import BUILD_ENV, default_cache_dir
 
+    options = options or {}
+    if options.get("error"):
+        yield {"basename": "convert", "name": "options", "actions": [(report_error, [options["error"]])],
+               "doc": "the command line has an error", "verbosity": 2}
+        return
+    shard = options.get("shard")
+    if shard:
+        from usdforge.pipeline.distributed import shard_of
     os.environ.setdefault(BUILD_ENV, uuid.uuid4().hex[:12])  # one build for the cache's statistics
     if cache is None:
         folder = default_cache_dir(build_dir)
@@ -141,6 +157,9 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
     else:
         cache = str(Path(cache).absolute())
     for spec in task_specs(library_path, build_dir):
+        manifest_error = "error" in spec and "kind" not in spec and spec["doc"] == MANIFEST_ERROR_DOC
+        if shard and not manifest_error and shard_of(spec["name"], shard[1]) != shard[0]:
+            continue  # another shard's entry (a broken manifest fails every shard)
         if "error" in spec:
             yield {"basename": "convert", "name": spec["name"], "actions": [(report_error, [spec["error"]])],
                    "doc": spec["doc"], "verbosity": 2}
@@ -149,8 +168,16 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
             "basename": "convert", "name": spec["name"], "doc": spec["doc"],
             "uptodate": [config_changed(spec["digest"]), (built_unchanged, [spec["root"], spec["usd_dir"]], {})],
             "targets": spec["targets"], "clean": True,
-            "actions": [(run_conversion, [spec["kind"], spec["cfg_json"], cache, spec["root"]])],
+            "actions": [_conversion_action(spec, cache, options)],
         }
+
+
+def _conversion_action(spec: dict[str, Any], cache: str | None, options: dict[str, Any]) -> tuple:
+    if options.get("scheduler") or options.get("workers"):
+        from usdforge.pipeline.distributed import run_on_cluster
+
+        return (run_on_cluster, [spec["name"], spec["kind"], spec["cfg_json"], cache, spec["root"], options])
+    return (run_conversion, [spec["kind"], spec["cfg_json"], cache, spec["root"]])
 
 
 def run_ik_report(usd_path: str, ee_body: str, report_path: str, settings: dict[str, Any]) -> dict | TaskFailed:
