@@ -88,6 +88,29 @@ def test_moving_a_built_checkout_converts_nothing(tmp_path):
     assert str(tmp_path) not in sidecar
 
 
+def test_a_no_op_doit_convert_imports_neither_pxr_nor_cattrs(tmp_path):
+    """The doit process of a no-op build only stats files: importing usdforge.schemas (cattrs and every
+    cfg class) or pxr there more than doubled its time (bench/noop.py)."""
+    library = make_checkout(tmp_path)
+    assert doit(tmp_path / "work", "convert", library=library).returncode == 0
+    script = textwrap.dedent(f"""
+        import runpy, sys
+        sys.argv = ["doit", "-f", {str(REPO / "dodo.py")!r}, "-d", {str(tmp_path / "work")!r}, "convert",
+                    "library={library}"]
+        try:
+            runpy.run_module("doit", run_name="__main__")
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+        print("heavy:", sorted(m for m in ("pxr", "cattrs", "trimesh", "mujoco", "usdforge.schemas")
+                               if m in sys.modules))
+        """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr
+    assert executed(run) == []
+    assert "heavy: []" in run.stdout
+
+
 def test_second_clone_with_the_first_clones_cache_converts_nothing(tmp_path):
     cache = tmp_path / "shared-cache"
     first_library = make_checkout(tmp_path / "one")
