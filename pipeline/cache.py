@@ -141,14 +141,32 @@ class Store:
         except OSError:
             return None
         if sha256_bytes(data) != sha:
-            self._warn_once(f"corrupt:{sha}", f"warning: the build cache object {path} is corrupt (its content "
-                                              "does not match its hash): ignored, the artifact is rebuilt")
-            try:
-                path.unlink()
-            except OSError:
-                pass
+            self._reject(path, sha)
             return None
         return data
+
+    def verified_path(self, sha: str) -> Path | None:
+        """The object's file if present and intact (hashed as ``get_bytes`` does, without keeping its
+        bytes), for a reader that opens files itself; a corrupt one is removed, with a warning, and None.
+        Objects are never rewritten with other bytes, so the file stays as verified."""
+        path = self._object_path(sha)
+        try:
+            with open(path, "rb") as stream:
+                actual = hashlib.file_digest(stream, "sha256").hexdigest()
+        except OSError:
+            return None
+        if actual != sha:
+            self._reject(path, sha)
+            return None
+        return path
+
+    def _reject(self, path: Path, sha: str) -> None:
+        self._warn_once(f"corrupt:{sha}", f"warning: the build cache object {path} is corrupt (its content "
+                                          "does not match its hash): ignored, the artifact is rebuilt")
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
     def entry(self, key: str) -> dict[str, Any] | None:
         """An artifact's entry ({"files": {relative name: object sha256}, "meta": …}), or None when absent
