@@ -340,3 +340,50 @@ def test_a_byte_identical_copy_elsewhere_is_up_to_date_and_provenance_is_locatio
     printed = capsys.readouterr().out
     assert f"cache_key: {first.cache_key}" in printed and "source: crate.obj" in printed
     assert elsewhere.cache_key == first.cache_key
+
+
+def test_mjcf_compiled_model_is_reused_on_a_cfg_edit_and_not_after_a_mesh_edit(tmp_path, build_cache):
+    """MuJoCo's compiled model (MJB) comes from the cache when only the cfg changed; a mesh edit compiles
+    again; either way the output is byte for byte a conversion without the cache."""
+    import attrs
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.schemas import MjcfConverterCfg
+
+    shutil.copytree(REPO / "assets" / "robots" / "pan_tilt", tmp_path / "pan_tilt")
+    source = tmp_path / "pan_tilt" / "pan_tilt.xml"
+    cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
+    MjcfConverter(cfg, cache=build_cache)
+    edited = attrs.evolve(cfg, override_gain_prm=(321.0,))
+    rebuilt = MjcfConverter(edited, cache=build_cache)
+    assert rebuilt.converted and not rebuilt.restored
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 1, "misses": 1}
+    cold = MjcfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "cold")
+
+    hood = tmp_path / "pan_tilt" / "meshes" / "hood.obj"
+    hood.write_text("\n".join(f"v {2 * float(x)} {y} {z}" if line.startswith("v ") else line
+                              for line in hood.read_text().splitlines() for _, x, y, z in
+                              [line.split() if line.startswith("v ") else ("", 0, 0, 0)]) + "\n")
+    again = MjcfConverter(edited, cache=build_cache)
+    assert again.converted and not again.restored
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 1, "misses": 2}
+    cold = MjcfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold-edited")), cache=False)
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "cold-edited")
+    assert outputs(tmp_path / "out") != outputs(tmp_path / "cold")
+
+
+def test_mjcf_compiled_model_is_not_reused_when_compiling_changes_the_spec(tmp_path, build_cache, shared_dir):
+    """fusestatic merges bodies as MuJoCo compiles: a freshly parsed spec would not match a stored model."""
+    import attrs
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.schemas import MjcfConverterCfg
+
+    source = shared_dir / "conformance" / "mjcf" / "scene_attributes.xml"
+    cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
+    MjcfConverter(cfg, cache=build_cache)
+    rebuilt = MjcfConverter(attrs.evolve(cfg, override_gain_prm=(321.0,)), cache=build_cache)
+    assert rebuilt.converted and not rebuilt.restored
+    assert "mjcf-compiled" not in last_build(build_cache)  # never looked up, never stored
+    assert last_build(build_cache)["mjcf"] == {"hits": 0, "misses": 2}
