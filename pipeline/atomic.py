@@ -29,7 +29,7 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
     staging.mkdir()
     try:
         written = build(staging)
-        relative = sorted({Path(p).resolve().relative_to(staging.resolve()).as_posix() for p in written})
+        relative = sorted(relative_names(written, staging))
         key_text = make_key({name: staging / name for name in relative})
         (staging / key_name).write_text(key_text)
         if not usd_dir.exists():
@@ -57,6 +57,22 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
         return relative
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def relative_names(paths: list[Path], staging: Path) -> set[str]:
+    """POSIX names of ``paths`` (files written under ``staging``) relative to ``staging``: lexically for
+    paths spelled under it, as the builders give them (``Path.resolve`` costs a stat per component of
+    every path, most of a restore's system calls); resolved for any other spelling (a link to it)."""
+    prefix = str(staging) + os.sep
+    names, real = set(), None
+    for path in paths:
+        text = str(path)
+        name = os.path.normpath(text[len(prefix):]) if text.startswith(prefix) else None
+        if name is None or name == os.pardir or name.startswith(os.pardir + os.sep):
+            real = real or staging.resolve()
+            name = str(Path(path).resolve().relative_to(real))
+        names.add(Path(name).as_posix())
+    return names
 
 
 def _remove_empty_parents(folder: Path, stop: Path) -> None:

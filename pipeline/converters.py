@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from usdforge.pipeline.atomic import build_atomically
+from usdforge.pipeline.atomic import build_atomically, relative_names
 from usdforge.pipeline.cache import Store, open_store
 from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, named_digests,
                                            resolve_name)
@@ -145,8 +145,7 @@ class AssetConverterBase:
                 written = rule(self.kind).convert(self.cfg, staging)
             stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
-                files = {Path(p).resolve().relative_to(staging.resolve()).as_posix(): Path(p).read_bytes()
-                         for p in written}
+                files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
                                       "element": w.element, "line": w.line} for w in warned]}
                 outputs.update(store.put_entry(key, files, meta) or {})
