@@ -23,7 +23,7 @@ from usdforge.pipeline.cache import Store, open_store
 from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, named_digests,
                                            resolve_name)
 from usdforge.pipeline.fingerprint import file_digest
-from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
+from usdforge.pipeline.lazy import LazyKey, file_stamp, key_to_toml, read_key, settled, stale_reasons
 from usdforge.pipeline.references import referenced_files
 from usdforge.rules.outputs import key_file_name, meshes_layer, resolve_usd_file_name
 from usdforge.schemas import __version__, cfg_to_dict
@@ -87,8 +87,11 @@ class AssetConverterBase:
         self._digest = location_free_digest(self.cfg, self.kind)
         self.restored = False
         self._digests: dict[str, str] = {}
+        self._stamps: dict[str, list[int]] = {}  # absolute path → stamp of the content hashed
         self.reasons: list[str] = ["force_usd_conversion is set"] if cfg.force_usd_conversion else []
         previous = read_key(usd_dir / key_file_name(usd_file_name))
+        if previous is not None and not cfg.force_usd_conversion:
+            self._trust_stamps(previous, asset)
         if not lazy:
             self.reasons.append("no usd_dir: lazy conversion is off")
         elif not self.reasons:
@@ -157,7 +160,7 @@ class AssetConverterBase:
                 source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
                 libraries=library_versions(self.kind),
                 references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
-                cfg=self._readable_cfg()))
+                cfg=self._readable_cfg(), stamps=self._input_stamps(asset, named)))
 
         if cached is not None:
             self.restored = True
@@ -169,11 +172,41 @@ class AssetConverterBase:
                          list(previous.outputs) if previous is not None else [])
 
     def _file_digest(self, path: str | Path) -> str:
-        """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask)."""
+        """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask);
+        the file's stamp is kept when it did not change while being hashed."""
         name = os.path.abspath(path)
         if name not in self._digests:
+            before = file_stamp(name)
             self._digests[name] = file_digest(name)
+            if before is not None and file_stamp(name) == before:
+                self._stamps[name] = before
         return self._digests[name]
+
+    def _trust_stamps(self, previous: LazyKey, asset: Path) -> None:
+        """Take the previous key's digests of the inputs whose stamp (size, times, inode) is unchanged and
+        was settled when recorded, instead of hashing them again (a cfg edit rebuilds without reading
+        every mesh file); any other file is hashed by content (a clone, a moved checkout, an edit)."""
+        recorded = {asset.name: (asset, previous.asset.get(asset.name))}
+        for name, sha in previous.references.items():
+            recorded[name] = (resolve_name(name, asset.parent, self._packages), sha)
+        for name, (path, sha) in recorded.items():
+            stamp = previous.stamps.get(name)
+            if path is None or sha is None or not isinstance(stamp, list) or sha == "missing":
+                continue
+            current = file_stamp(path)
+            if current == stamp and settled(stamp):
+                self._digests[os.path.abspath(path)] = sha
+                self._stamps[os.path.abspath(path)] = current
+
+    def _input_stamps(self, asset: Path, named: dict[str, str]) -> dict[str, list[int]]:
+        """Stamps of the asset and referenced files hashed in this conversion, settled ones only."""
+        stamps = {}
+        for name in [asset.name, *named]:
+            path = asset if name == asset.name else resolve_name(name, asset.parent, self._packages)
+            stamp = self._stamps.get(os.path.abspath(path)) if path is not None else None
+            if settled(stamp):
+                stamps[name] = stamp
+        return stamps
 
     def _readable_cfg(self) -> dict[str, Any]:
         """The cfg for the sidecar: no location fields, package folders relative to the output folder."""

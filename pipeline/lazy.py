@@ -9,8 +9,11 @@ recognised as up to date.
 
 from __future__ import annotations
 
+import os
+import time
 import tomllib
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Callable
 
 import attrs
@@ -35,6 +38,9 @@ class LazyKey:
         file the source references, recursively.
     outputs: {path relative to usd_dir: sha256} of every file written (the key itself excluded).
     cfg: the cfg as plain data without location fields, for people reading the file.
+    stamps: {file name of the asset, or reference name: [size, mtime_ns, ctime_ns, inode]} of the inputs
+        as they were hashed (``file_stamp``): a file that still has its stamp here is not hashed again
+        (``converters.AssetConverterBase``); a moved or cloned one has another and is hashed.
     """
 
     usdforge: str = __version__
@@ -47,6 +53,29 @@ class LazyKey:
     references: dict[str, str]
     outputs: dict[str, str] = attrs.field(factory=dict)
     cfg: dict[str, Any] = attrs.field(factory=dict)
+    stamps: dict[str, list[int]] = attrs.field(factory=dict)
+
+
+#: Files modified this recently (s) are not stamped: on a file system with coarse times (FAT: 2 s) a later
+#: same-size edit within the same tick would keep the stamp (git's "racily clean" files).
+RACY_SECONDS = 2.0
+
+
+def file_stamp(path: str | Path) -> list[int] | None:
+    """[size, mtime_ns, ctime_ns, inode] of a regular file, or None (missing, not a file). The change
+    time cannot be set by tools that restore modification times (tar, rsync -t), and moves it."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    if not S_ISREG(stat.st_mode):
+        return None
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino & (2 ** 63 - 1)]  # TOML: 64-bit ints
+
+
+def settled(stamp: list[int] | None) -> bool:
+    """Whether a stamp may be trusted later: its file was not modified within ``RACY_SECONDS``."""
+    return stamp is not None and time.time_ns() - max(stamp[1], stamp[2]) > RACY_SECONDS * 1e9
 
 
 def key_to_toml(key: LazyKey) -> str:
@@ -95,6 +124,8 @@ def stale_reasons(key: LazyKey | None, config_digest: str, asset: Path, usd_dir:
         reasons.append(f"referenced file(s) changed: {', '.join(changed)}")
     if key.libraries != library_versions(key.kind):
         reasons.append("the libraries that shape the output changed version")
+    if reasons:
+        return reasons  # out of date already: the outputs are rewritten, no need to hash them
     for relative, sha in key.outputs.items():
         if file_digest(usd_dir / relative) != sha:
             reasons.append(f"output {relative} is missing or was modified")

@@ -387,3 +387,54 @@ def test_mjcf_compiled_model_is_not_reused_when_compiling_changes_the_spec(tmp_p
     assert rebuilt.converted and not rebuilt.restored
     assert "mjcf-compiled" not in last_build(build_cache)  # never looked up, never stored
     assert last_build(build_cache)["mjcf"] == {"hits": 0, "misses": 2}
+
+
+def _hashed(monkeypatch) -> collections.Counter:
+    """Names of the input files the converters hash (``file_digest`` as pipeline.converters calls it)."""
+    import usdforge.pipeline.converters as converters
+
+    counts = collections.Counter()
+    real = converters.file_digest
+
+    def counting(path):
+        counts[Path(path).name] += 1
+        return real(path)
+
+    monkeypatch.setattr(converters, "file_digest", counting)
+    return counts
+
+
+def test_a_cfg_edit_hashes_no_unchanged_input_again_and_an_edit_keeping_size_and_time_is_seen(
+        tmp_path, monkeypatch, build_cache):
+    """The sidecar's stamps (size, modification and change times, inode) stand for an input's digest
+    while they match; an edit that restores size and modification time changes the change time."""
+    import usdforge.pipeline.lazy as lazy
+    from usdforge.schemas import MassPropertiesCfg
+
+    monkeypatch.setattr(lazy, "RACY_SECONDS", 0.0)  # the files were written just now
+    asset = textured_obj(tmp_path)
+    out = tmp_path / "out"
+    MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out)))
+    assert set(lazy.read_key(out / "crate.usdforge.toml").stamps) == {"crate.obj", "crate.mtl", "wood.png"}
+    hashed = _hashed(monkeypatch)
+    edited = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out), mass_props=MassPropertiesCfg(mass=2.0)))
+    assert edited.converted and hashed == {}
+    # Same size, same modification time, other bytes: still a change.
+    mtl = tmp_path / "crate.mtl"
+    stat = mtl.stat()
+    mtl.write_text(mtl.read_text().replace("0.6 0.4 0.2", "0.2 0.4 0.6"))
+    os.utime(mtl, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert mtl.stat().st_size == stat.st_size and mtl.stat().st_mtime_ns == stat.st_mtime_ns
+    again = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out), mass_props=MassPropertiesCfg(mass=2.0)))
+    assert again.converted and any("crate.mtl" in reason for reason in again.reasons)
+    assert hashed == {"crate.mtl": 1}
+
+
+def test_inputs_modified_just_now_are_not_stamped(tmp_path):
+    """A file modified within RACY_SECONDS could be edited again within its time stamp's tick: no stamp,
+    so the next build hashes it."""
+    asset = textured_obj(tmp_path)
+    MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "out")))
+    from usdforge.pipeline.lazy import read_key
+
+    assert read_key(tmp_path / "out" / "crate.usdforge.toml").stamps == {}
