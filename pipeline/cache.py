@@ -211,8 +211,12 @@ class Store:
             return
         line = json.dumps({"build": build_id(), "kind": kind, "hit": hit, "time": round(time.time(), 3)}) + "\n"
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.root / _STATS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            try:
+                fd = os.open(self.root / _STATS, flags, 0o644)
+            except FileNotFoundError:  # no cache folder yet (made here, not on every lookup)
+                self.root.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.root / _STATS, flags, 0o644)
             try:
                 os.write(fd, line.encode())  # one short O_APPEND write: lines of concurrent builds never interleave
             finally:
