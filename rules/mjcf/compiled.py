@@ -11,11 +11,13 @@ Stored only when reusing it is sound:
 - keyed by the source's absolute path (MuJoCo writes absolute mesh and texture paths into the model), the
   content of the source and of every file it references (``mjcf_references``: includes, meshes,
   textures, height fields, skins, attached models), MuJoCo's version and this code's;
-- never after a repair (a spec MuJoCo could not compile as given) and never with ``fusestatic``: those
-  change the spec as they compile, and a freshly parsed spec would not match the model;
-- on a hit the parsed spec must have as many elements of every kind as the model, with the same body,
-  geom and mesh names in the same order (the converter indexes spec lists by model ids); otherwise the
-  model is compiled as usual.
+- never after a repair (a spec MuJoCo could not compile as given), and only when a freshly parsed spec
+  matches the model (``matches``): compiling can change a spec (``fusestatic`` merges bodies into their
+  parents), and the converter reads the spec beside the model;
+- on a hit the parsed spec must match the model again; otherwise the model is compiled as usual.
+
+``matches``: as many elements of every kind in the spec as in the model, with the same body, geom and mesh
+names in the same order (the converter indexes spec lists by model ids).
 
 Active inside the pipeline's ``rules.robot.meshes.mesh_cache`` (same store, same file hashing). No pxr.
 """
@@ -78,16 +80,11 @@ def matches(spec: mujoco.MjSpec, model: mujoco.MjModel) -> bool:
     return True
 
 
-def reusable(spec: mujoco.MjSpec) -> bool:
-    """Whether compiling leaves this spec as parsed (``fusestatic`` merges bodies into their parents)."""
-    return not bool(spec.compiler.fusestatic)
-
-
 def cached_model(path: Path, spec: mujoco.MjSpec) -> tuple[mujoco.MjModel | None, Any]:
     """The model compiled earlier from the same files, checked against ``spec``; None when absent, not
     reusable or no cache is active. The second item is what ``store_model`` needs (None: do not store)."""
     active = active_mesh_cache()
-    if active is None or not reusable(spec):
+    if active is None:
         return None, None
     store, digest = active
     key = compiled_key(path, digest)
@@ -107,9 +104,10 @@ def cached_model(path: Path, spec: mujoco.MjSpec) -> tuple[mujoco.MjModel | None
     return model, (None if model is not None else (store, key))
 
 
-def store_model(token: Any, model: mujoco.MjModel) -> None:
-    """Store ``model`` under the key ``cached_model`` gave (nothing when it gave None)."""
-    if token is None:
+def store_model(token: Any, model: mujoco.MjModel, fresh: Callable[[], mujoco.MjSpec]) -> None:
+    """Store ``model`` under the key ``cached_model`` gave (nothing when it gave None), if the spec
+    ``fresh()`` parses matches it (compiling did not change the spec)."""
+    if token is None or not matches(fresh(), model):
         return
     store, key = token
     buffer = np.empty(mujoco.mj_sizeModel(model), dtype=np.uint8)

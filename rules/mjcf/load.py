@@ -215,6 +215,13 @@ def set_aside_file_textures(spec: mujoco.MjSpec, model_dir: Path) -> dict[int, P
     return files
 
 
+def _parsed(path: Path) -> mujoco.MjSpec:
+    """The spec as ``load_mjcf`` has it before compiling (file textures set aside)."""
+    spec = parse_spec(path)
+    set_aside_file_textures(spec, path.parent)
+    return spec
+
+
 def load_mjcf(path: str | Path) -> LoadedModel:
     """Parse and compile the MJCF model at ``path`` (see the module docstring); inside the pipeline's
     mesh cache, the compiled model is reused from the build cache when the files are unchanged
@@ -232,6 +239,6 @@ def load_mjcf(path: str | Path) -> LoadedModel:
     else:
         loaded = compile_repaired(path, spec)
         if not (loaded.warnings or loaded.skipped or loaded.trimesh_meshes):  # repairs edit the spec: not reused
-            store_model(token, loaded.model)
+            store_model(token, loaded.model, lambda: _parsed(path))
     loaded.texture_files = textures
     return loaded
