@@ -20,7 +20,7 @@ import attrs
 
 from usdforge.pipeline.atomic import build_atomically, relative_names
 from usdforge.pipeline.cache import Store, open_store
-from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, named_digests,
+from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, reference_names,
                                            resolve_name)
 from usdforge.pipeline.fingerprint import file_digest
 from usdforge.pipeline.lazy import LazyKey, file_stamp, key_to_toml, read_key, settled, stale_reasons
@@ -108,7 +108,8 @@ class AssetConverterBase:
         """Restore the outputs from the cache, or convert (and store them), into usd_dir atomically."""
         asset = Path(self.cfg.asset_path)
         references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None))
-        named = named_digests(references, asset.parent, self._packages, self._file_digest)
+        paths = reference_names(references, asset.parent, self._packages)
+        named = {name: self._file_digest(path) for name, path in paths.items()}
         asset_sha = self._file_digest(asset)
         outputs: dict[str, str] = {}  # relative name → sha256 of what is written, known from the cache
         self.cache_key = key = cache_key(self.kind, self._digest, asset.name, asset_sha, named)
@@ -160,7 +161,7 @@ class AssetConverterBase:
                 source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
                 libraries=library_versions(self.kind),
                 references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
-                cfg=self._readable_cfg(), stamps=self._input_stamps(asset, named)))
+                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths})))
 
         if cached is not None:
             self.restored = True
@@ -198,12 +199,11 @@ class AssetConverterBase:
                 self._digests[os.path.abspath(path)] = sha
                 self._stamps[os.path.abspath(path)] = current
 
-    def _input_stamps(self, asset: Path, named: dict[str, str]) -> dict[str, list[int]]:
-        """Stamps of the asset and referenced files hashed in this conversion, settled ones only."""
+    def _input_stamps(self, paths: dict[str, str | Path]) -> dict[str, list[int]]:
+        """Stamps of the inputs ({name: path}) hashed in this conversion, settled ones only."""
         stamps = {}
-        for name in [asset.name, *named]:
-            path = asset if name == asset.name else resolve_name(name, asset.parent, self._packages)
-            stamp = self._stamps.get(os.path.abspath(path)) if path is not None else None
+        for name, path in paths.items() if self._stamps else ():
+            stamp = self._stamps.get(os.path.abspath(path))
             if settled(stamp):
                 stamps[name] = stamp
         return stamps
