@@ -56,9 +56,11 @@ class LazyKey:
     stamps: dict[str, list[int]] = attrs.field(factory=dict)
 
 
-#: Files modified this recently (s) are not stamped: on a file system with coarse times (FAT: 2 s) a later
-#: same-size edit within the same tick would keep the stamp (git's "racily clean" files).
+#: A file changed this recently (s) is not stamped: a later same-size edit within the same tick of the file
+#: system's clock would keep the stamp (git's "racily clean" files). Times in whole seconds may come from
+#: a coarse file system (FAT: 2 s ticks); finer times tick at the kernel's coarse clock (milliseconds).
 RACY_SECONDS = 2.0
+RACY_SECONDS_FINE = 0.1
 
 
 def file_stamp(path: str | Path) -> list[int] | None:
@@ -74,8 +76,13 @@ def file_stamp(path: str | Path) -> list[int] | None:
 
 
 def settled(stamp: list[int] | None) -> bool:
-    """Whether a stamp may be trusted later: its file was not modified within ``RACY_SECONDS``."""
-    return stamp is not None and time.time_ns() - max(stamp[1], stamp[2]) > RACY_SECONDS * 1e9
+    """Whether a stamp may be trusted later: its file was not changed within ``RACY_SECONDS`` (or
+    ``RACY_SECONDS_FINE`` when its times have a sub-second part)."""
+    if stamp is None:
+        return False
+    fine = stamp[1] % 1_000_000_000 != 0 or stamp[2] % 1_000_000_000 != 0
+    window = min(RACY_SECONDS_FINE, RACY_SECONDS) if fine else RACY_SECONDS
+    return time.time_ns() - max(stamp[1], stamp[2]) > window * 1e9
 
 
 def key_to_toml(key: LazyKey) -> str:

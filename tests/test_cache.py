@@ -431,11 +431,19 @@ def test_a_cfg_edit_hashes_no_unchanged_input_again_and_an_edit_keeping_size_and
     assert hashed == {"crate.mtl": 1}
 
 
-def test_inputs_modified_just_now_are_not_stamped(tmp_path):
-    """A file modified within RACY_SECONDS could be edited again within its time stamp's tick: no stamp,
-    so the next build hashes it."""
+def test_inputs_modified_just_now_are_not_stamped(tmp_path, monkeypatch):
+    """A file changed within the racy window could be edited again within its time stamp's tick: no
+    stamp, so the next build hashes it. Whole-second times (a coarse file system) get the longer window."""
+    import usdforge.pipeline.lazy as lazy
+
+    monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 60.0)
     asset = textured_obj(tmp_path)
     MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "out")))
-    from usdforge.pipeline.lazy import read_key
-
-    assert read_key(tmp_path / "out" / "crate.usdforge.toml").stamps == {}
+    assert lazy.read_key(tmp_path / "out" / "crate.usdforge.toml").stamps == {}
+    now = time.time_ns()
+    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1]) is False  # fine times, 0.5 s < 60 s
+    monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 0.1)
+    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1]) is True
+    whole = (now // 1_000_000_000 - 1) * 1_000_000_000  # a coarse file system's times, 1 s ago
+    assert lazy.settled([1, whole, whole, 1]) is False
+    assert lazy.settled([1, whole - 2_000_000_000, whole - 2_000_000_000, 1]) is True
