@@ -34,7 +34,7 @@ from typing import Any, Callable
 import mujoco
 import numpy as np
 
-from usdforge.rules.robot.meshes import active_mesh_cache
+from usdforge.rules.robot.meshes import active_mesh_cache, write_in_background
 
 _MJB_FILE = "model.mjb"
 #: The code whose behaviour decides the compiled model (its bytes are part of the key).
@@ -112,4 +112,5 @@ def store_model(token: Any, model: mujoco.MjModel, fresh: Callable[[], mujoco.Mj
     store, key = token
     buffer = np.empty(mujoco.mj_sizeModel(model), dtype=np.uint8)
     mujoco.mj_saveModel(model, None, buffer)
-    store.put_entry(key, {_MJB_FILE: buffer.tobytes()})
+    # Tens of MB to hash and write: beside the rest of the conversion (hashlib and file writes release the GIL).
+    write_in_background(lambda: store.put_entry(key, {_MJB_FILE: memoryview(buffer)}))
