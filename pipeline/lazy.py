@@ -4,8 +4,8 @@
 the config digest, content hashes of the asset and of every file it references (named relative to the
 asset's folder or its package root, never by absolute path), content hashes of every output, the cfg
 without its location fields, and the inputs' stamps (size, times, inode: an input whose stamp is
-unchanged is not hashed again; a moved or cloned one has another stamp and is). Nothing in it names where the checkout is, so a moved or cloned checkout is
-recognised as up to date.
+unchanged is not hashed again; a moved or cloned one has another stamp and is). Nothing in it names
+where the checkout is, so a moved or cloned checkout is recognised as up to date.
 """
 
 from __future__ import annotations
