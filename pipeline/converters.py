@@ -177,9 +177,10 @@ class AssetConverterBase:
         the file's stamp is kept when it did not change while being hashed."""
         name = os.path.abspath(path)
         if name not in self._digests:
+            started = time.time_ns()
             before = file_stamp(name)
             self._digests[name] = file_digest(name)
-            if before is not None and file_stamp(name) == before:
+            if settled(before, started) and file_stamp(name) == before:
                 self._stamps[name] = before
         return self._digests[name]
 
@@ -195,16 +196,17 @@ class AssetConverterBase:
             if path is None or sha is None or not isinstance(stamp, list) or sha == "missing":
                 continue
             current = file_stamp(path)
-            if current == stamp and settled(stamp):
+            if current == stamp:  # settled when it was recorded
                 self._digests[os.path.abspath(path)] = sha
                 self._stamps[os.path.abspath(path)] = current
 
     def _input_stamps(self, paths: dict[str, str | Path]) -> dict[str, list[int]]:
-        """Stamps of the inputs ({name: path}) hashed in this conversion, settled ones only."""
+        """Stamps of the inputs ({name: path}) hashed in this conversion (settled ones only, see
+        ``_file_digest``) or trusted from the previous key."""
         stamps = {}
         for name, path in paths.items() if self._stamps else ():
             stamp = self._stamps.get(os.path.abspath(path))
-            if settled(stamp):
+            if stamp is not None:
                 stamps[name] = stamp
         return stamps
 

@@ -76,14 +76,16 @@ def file_stamp(path: str | Path) -> list[int] | None:
     return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino & (2 ** 63 - 1)]  # TOML: 64-bit ints
 
 
-def settled(stamp: list[int] | None) -> bool:
-    """Whether a stamp may be trusted later: its file was not changed within ``RACY_SECONDS`` (or
-    ``RACY_SECONDS_FINE`` when its times have a sub-second part)."""
+def settled(stamp: list[int] | None, hashed_at: int | None = None) -> bool:
+    """Whether a stamp may be trusted later: its file last changed more than ``RACY_SECONDS`` (or
+    ``RACY_SECONDS_FINE`` when its times have a sub-second part) before ``hashed_at`` (ns since the
+    epoch; default now), when its content started being read: any later change gets a later time."""
     if stamp is None:
         return False
     fine = stamp[1] % 1_000_000_000 != 0 or stamp[2] % 1_000_000_000 != 0
     window = min(RACY_SECONDS_FINE, RACY_SECONDS) if fine else RACY_SECONDS
-    return time.time_ns() - max(stamp[1], stamp[2]) > window * 1e9
+    start = time.time_ns() if hashed_at is None else hashed_at
+    return start - max(stamp[1], stamp[2]) > window * 1e9
 
 
 def key_to_toml(key: LazyKey) -> str:

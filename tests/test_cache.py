@@ -444,6 +444,8 @@ def test_inputs_modified_just_now_are_not_stamped(tmp_path, monkeypatch):
     assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1]) is False  # fine times, 0.5 s < 60 s
     monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 0.1)
     assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1]) is True
+    # Judged when hashing started, not when the stamp is written: changed 50 ms before the hash began.
+    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1], hashed_at=now - 450_000_000) is False
     whole = (now // 1_000_000_000 - 1) * 1_000_000_000  # a coarse file system's times, 1 s ago
     assert lazy.settled([1, whole, whole, 1]) is False
     assert lazy.settled([1, whole - 2_000_000_000, whole - 2_000_000_000, 1]) is True
