@@ -449,3 +449,30 @@ def test_inputs_modified_just_now_are_not_stamped(tmp_path, monkeypatch):
     whole = (now // 1_000_000_000 - 1) * 1_000_000_000  # a coarse file system's times, 1 s ago
     assert lazy.settled([1, whole, whole, 1]) is False
     assert lazy.settled([1, whole - 2_000_000_000, whole - 2_000_000_000, 1]) is True
+
+
+def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build_cache, caplog):
+    """The MJB is hashed before MuJoCo reads it: a flipped bit is a miss with a warning, never a model."""
+    import json
+
+    import attrs
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.schemas import MjcfConverterCfg
+
+    shutil.copytree(REPO / "assets" / "robots" / "pan_tilt", tmp_path / "pan_tilt")
+    cfg = MjcfConverterCfg(asset_path=str(tmp_path / "pan_tilt" / "pan_tilt.xml"), usd_dir=str(tmp_path / "out"))
+    MjcfConverter(cfg, cache=build_cache)
+    shas = [json.loads(p.read_text())["files"].get("model.mjb") for p in (build_cache / "entries").rglob("*.json")]
+    (sha,) = [s for s in shas if s]
+    mjb = build_cache / "objects" / sha[:2] / sha
+    data = bytearray(mjb.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    mjb.write_bytes(bytes(data))
+    edited = attrs.evolve(cfg, override_gain_prm=(321.0,))
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        MjcfConverter(edited, cache=build_cache)
+    assert any("corrupt" in r.getMessage() and sha in r.getMessage() for r in caplog.records)
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 0, "misses": 2}
+    MjcfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "cold")
