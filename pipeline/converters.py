@@ -13,7 +13,7 @@ import random
 import string
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 import attrs
@@ -128,13 +128,13 @@ class AssetConverterBase:
                 # The conversion's warnings, as it gave them, naming the files where they are now.
                 warn(os.path.normpath(asset.parent / item["file"]), item["problem"], item.get("element"),
                      item.get("line"))
-            folders = set()
+            # Every folder once, parents first (mkdir with parents=True tries the child first: 3 calls for 2).
+            folders = {parent for name in cached.files for parent in PurePosixPath(name).parents} - {PurePosixPath()}
+            for folder in sorted(folders, key=lambda f: len(f.parts)):
+                (staging / folder).mkdir(exist_ok=True)
             for name, data in cached.files.items():
                 outputs[name] = cached.shas[name]
                 path = staging / name
-                if path.parent not in folders:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    folders.add(path.parent)
                 path.write_bytes(data)
                 written.append(path)
             return written
