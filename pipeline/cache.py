@@ -143,14 +143,32 @@ class Store:
         except OSError:
             return None
         if sha256_bytes(data) != sha:
-            self._warn_once(f"corrupt:{sha}", f"warning: the build cache object {path} is corrupt (its content "
-                                              "does not match its hash): ignored, the artifact is rebuilt")
-            try:
-                path.unlink()
-            except OSError:
-                pass
+            self._reject(path, sha)
             return None
         return data
+
+    def verified_path(self, sha: str) -> Path | None:
+        """The object's file if present and intact (hashed as ``get_bytes`` does, without keeping its
+        bytes), for a reader that opens files itself; a corrupt one is removed, with a warning, and None.
+        Objects are never rewritten with other bytes, so the file stays as verified."""
+        path = self._object_path(sha)
+        try:
+            with open(path, "rb") as stream:
+                actual = hashlib.file_digest(stream, "sha256").hexdigest()
+        except OSError:
+            return None
+        if actual != sha:
+            self._reject(path, sha)
+            return None
+        return path
+
+    def _reject(self, path: Path, sha: str) -> None:
+        self._warn_once(f"corrupt:{sha}", f"warning: the build cache object {path} is corrupt (its content "
+                                          "does not match its hash): ignored, the artifact is rebuilt")
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
     def entry(self, key: str) -> dict[str, Any] | None:
         """An artifact's entry ({"files": {relative name: object sha256}, "meta": …}), or None when absent
@@ -196,8 +214,12 @@ class Store:
         line = json.dumps({"build": self.build or build_id(), "kind": kind, "hit": hit,
                            "time": round(time.time(), 3)}) + "\n"
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.root / _STATS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            try:
+                fd = os.open(self.root / _STATS, flags, 0o644)
+            except FileNotFoundError:  # no cache folder yet (made here, not on every lookup)
+                self.root.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.root / _STATS, flags, 0o644)
             try:
                 os.write(fd, line.encode())  # one short O_APPEND write: lines of concurrent builds never interleave
             finally:

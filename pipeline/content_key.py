@@ -82,8 +82,12 @@ def resolve_name(name: str, source_dir: Path, packages: dict[str, str]) -> Path 
 def named_digests(paths: list[str | Path], source_dir: Path, packages: dict[str, str],
                   digest: Callable[[str | Path], str] = file_digest) -> dict[str, str]:
     """{reference name: sha256 or "missing"} of the referenced files, sorted by name."""
-    named = {reference_name(p, source_dir, packages): digest(p) for p in paths}
-    return dict(sorted(named.items()))
+    return {name: digest(path) for name, path in reference_names(paths, source_dir, packages).items()}
+
+
+def reference_names(paths: list[str | Path], source_dir: Path, packages: dict[str, str]) -> dict[str, str | Path]:
+    """{reference name: path} of the referenced files, sorted by name."""
+    return dict(sorted((reference_name(p, source_dir, packages), p) for p in paths))
 
 
 def location_free_digest(cfg: Any, kind: str) -> str:

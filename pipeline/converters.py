@@ -13,17 +13,17 @@ import random
 import string
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 import attrs
 
-from usdforge.pipeline.atomic import build_atomically
+from usdforge.pipeline.atomic import build_atomically, relative_names
 from usdforge.pipeline.cache import Store, open_store
-from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, named_digests,
+from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, reference_names,
                                            resolve_name)
 from usdforge.pipeline.fingerprint import file_digest
-from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
+from usdforge.pipeline.lazy import LazyKey, file_stamp, key_to_toml, read_key, settled, stale_reasons
 from usdforge.pipeline.references import referenced_files
 from usdforge.rules.outputs import key_file_name, meshes_layer, resolve_usd_file_name
 from usdforge.schemas import __version__, cfg_to_dict
@@ -87,8 +87,11 @@ class AssetConverterBase:
         self._digest = location_free_digest(self.cfg, self.kind)
         self.restored = False
         self._digests: dict[str, str] = {}
+        self._stamps: dict[str, list[int]] = {}  # absolute path → stamp of the content hashed
         self.reasons: list[str] = ["force_usd_conversion is set"] if cfg.force_usd_conversion else []
         previous = read_key(usd_dir / key_file_name(usd_file_name))
+        if previous is not None and not cfg.force_usd_conversion:
+            self._trust_stamps(previous, asset)
         if not lazy:
             self.reasons.append("no usd_dir: lazy conversion is off")
         elif not self.reasons:
@@ -105,7 +108,8 @@ class AssetConverterBase:
         """Restore the outputs from the cache, or convert (and store them), into usd_dir atomically."""
         asset = Path(self.cfg.asset_path)
         references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None))
-        named = named_digests(references, asset.parent, self._packages, self._file_digest)
+        paths = reference_names(references, asset.parent, self._packages)
+        named = {name: self._file_digest(path) for name, path in paths.items()}
         asset_sha = self._file_digest(asset)
         outputs: dict[str, str] = {}  # relative name → sha256 of what is written, known from the cache
         self.cache_key = key = cache_key(self.kind, self._digest, asset.name, asset_sha, named)
@@ -124,13 +128,13 @@ class AssetConverterBase:
                 # The conversion's warnings, as it gave them, naming the files where they are now.
                 warn(os.path.normpath(asset.parent / item["file"]), item["problem"], item.get("element"),
                      item.get("line"))
-            folders = set()
+            # Every folder once, parents first (mkdir with parents=True tries the child first: 3 calls for 2).
+            folders = {parent for name in cached.files for parent in PurePosixPath(name).parents} - {PurePosixPath()}
+            for folder in sorted(folders, key=lambda f: len(f.parts)):
+                (staging / folder).mkdir(exist_ok=True)
             for name, data in cached.files.items():
                 outputs[name] = cached.shas[name]
                 path = staging / name
-                if path.parent not in folders:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    folders.add(path.parent)
                 path.write_bytes(data)
                 written.append(path)
             return written
@@ -145,8 +149,7 @@ class AssetConverterBase:
                 written = rule(self.kind).convert(self.cfg, staging)
             stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
-                files = {Path(p).resolve().relative_to(staging.resolve()).as_posix(): Path(p).read_bytes()
-                         for p in written}
+                files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
                                       "element": w.element, "line": w.line} for w in warned]}
                 outputs.update(store.put_entry(key, files, meta) or {})
@@ -158,7 +161,7 @@ class AssetConverterBase:
                 source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
                 libraries=library_versions(self.kind),
                 references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
-                cfg=self._readable_cfg()))
+                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths})))
 
         if cached is not None:
             self.restored = True
@@ -170,11 +173,42 @@ class AssetConverterBase:
                          list(previous.outputs) if previous is not None else [])
 
     def _file_digest(self, path: str | Path) -> str:
-        """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask)."""
+        """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask);
+        the file's stamp is kept when it did not change while being hashed."""
         name = os.path.abspath(path)
         if name not in self._digests:
+            started = time.time_ns()
+            before = file_stamp(name)
             self._digests[name] = file_digest(name)
+            if settled(before, started) and file_stamp(name) == before:
+                self._stamps[name] = before
         return self._digests[name]
+
+    def _trust_stamps(self, previous: LazyKey, asset: Path) -> None:
+        """Take the previous key's digests of the inputs whose stamp (size, times, inode) is unchanged and
+        was settled when recorded, instead of hashing them again (a cfg edit rebuilds without reading
+        every mesh file); any other file is hashed by content (a clone, a moved checkout, an edit)."""
+        recorded = {asset.name: (asset, previous.asset.get(asset.name))}
+        for name, sha in previous.references.items():
+            recorded[name] = (resolve_name(name, asset.parent, self._packages), sha)
+        for name, (path, sha) in recorded.items():
+            stamp = previous.stamps.get(name)
+            if path is None or sha is None or not isinstance(stamp, list) or sha == "missing":
+                continue
+            current = file_stamp(path)
+            if current == stamp:  # settled when it was recorded
+                self._digests[os.path.abspath(path)] = sha
+                self._stamps[os.path.abspath(path)] = current
+
+    def _input_stamps(self, paths: dict[str, str | Path]) -> dict[str, list[int]]:
+        """Stamps of the inputs ({name: path}) hashed in this conversion (settled ones only, see
+        ``_file_digest``) or trusted from the previous key."""
+        stamps = {}
+        for name, path in paths.items() if self._stamps else ():
+            stamp = self._stamps.get(os.path.abspath(path))
+            if stamp is not None:
+                stamps[name] = stamp
+        return stamps
 
     def _readable_cfg(self) -> dict[str, Any]:
         """The cfg for the sidecar: no location fields, package folders relative to the output folder."""

@@ -6,19 +6,15 @@ import hashlib
 import os
 from pathlib import Path
 
-_CHUNK = 1 << 20
-
 
 def file_digest(path: str | Path) -> str:
     """SHA-256 (hex) of the file's bytes; ``"missing"`` when there is no such file."""
-    digest = hashlib.sha256()
     try:
         with open(path, "rb") as stream:
-            while chunk := stream.read(_CHUNK):
-                digest.update(chunk)
+            # hashlib.file_digest reads into one reused buffer (no allocation per chunk).
+            return hashlib.file_digest(stream, "sha256").hexdigest()
     except FileNotFoundError:
         return "missing"
-    return digest.hexdigest()
 
 
 def digests(paths: list[str | Path]) -> dict[str, str]:

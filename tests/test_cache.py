@@ -89,6 +89,29 @@ def test_moving_a_built_checkout_converts_nothing(tmp_path):
     assert str(tmp_path) not in sidecar
 
 
+def test_a_no_op_doit_convert_imports_neither_pxr_nor_cattrs(tmp_path):
+    """The doit process of a no-op build only stats files: importing usdforge.schemas (cattrs and every
+    cfg class) or pxr there more than doubled its time (bench/noop.py)."""
+    library = make_checkout(tmp_path)
+    assert doit(tmp_path / "work", "convert", library=library).returncode == 0
+    script = textwrap.dedent(f"""
+        import runpy, sys
+        sys.argv = ["doit", "-f", {str(REPO / "dodo.py")!r}, "-d", {str(tmp_path / "work")!r}, "convert",
+                    "library={library}"]
+        try:
+            runpy.run_module("doit", run_name="__main__")
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+        print("heavy:", sorted(m for m in ("pxr", "cattrs", "trimesh", "mujoco", "usdforge.schemas")
+                               if m in sys.modules))
+        """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr
+    assert executed(run) == []
+    assert "heavy: []" in run.stdout
+
+
 def test_second_clone_with_the_first_clones_cache_converts_nothing(tmp_path):
     cache = tmp_path / "shared-cache"
     first_library = make_checkout(tmp_path / "one")
@@ -318,3 +341,139 @@ def test_a_byte_identical_copy_elsewhere_is_up_to_date_and_provenance_is_locatio
     printed = capsys.readouterr().out
     assert f"cache_key: {first.cache_key}" in printed and "source: crate.obj" in printed
     assert elsewhere.cache_key == first.cache_key
+
+
+def test_mjcf_compiled_model_is_reused_on_a_cfg_edit_and_not_after_a_mesh_edit(tmp_path, build_cache):
+    """MuJoCo's compiled model (MJB) comes from the cache when only the cfg changed; a mesh edit compiles
+    again; either way the output is byte for byte a conversion without the cache."""
+    import attrs
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.schemas import MjcfConverterCfg
+
+    shutil.copytree(REPO / "assets" / "robots" / "pan_tilt", tmp_path / "pan_tilt")
+    source = tmp_path / "pan_tilt" / "pan_tilt.xml"
+    cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
+    MjcfConverter(cfg, cache=build_cache)
+    edited = attrs.evolve(cfg, override_gain_prm=(321.0,))
+    rebuilt = MjcfConverter(edited, cache=build_cache)
+    assert rebuilt.converted and not rebuilt.restored
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 1, "misses": 1}
+    cold = MjcfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "cold")
+
+    hood = tmp_path / "pan_tilt" / "meshes" / "hood.obj"
+    hood.write_text("\n".join(f"v {2 * float(x)} {y} {z}" if line.startswith("v ") else line
+                              for line in hood.read_text().splitlines() for _, x, y, z in
+                              [line.split() if line.startswith("v ") else ("", 0, 0, 0)]) + "\n")
+    again = MjcfConverter(edited, cache=build_cache)
+    assert again.converted and not again.restored
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 1, "misses": 2}
+    cold = MjcfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold-edited")), cache=False)
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "cold-edited")
+    assert outputs(tmp_path / "out") != outputs(tmp_path / "cold")
+
+
+def test_mjcf_compiled_model_is_not_reused_when_compiling_changes_the_spec(tmp_path, build_cache, shared_dir):
+    """fusestatic merges bodies as MuJoCo compiles: a freshly parsed spec does not match the model, which is
+    therefore not stored."""
+    import attrs
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.schemas import MjcfConverterCfg
+
+    source = shared_dir / "conformance" / "mjcf" / "scene_attributes.xml"
+    cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
+    MjcfConverter(cfg, cache=build_cache)
+    rebuilt = MjcfConverter(attrs.evolve(cfg, override_gain_prm=(321.0,)), cache=build_cache)
+    assert rebuilt.converted and not rebuilt.restored
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 0, "misses": 2}  # looked up, never stored
+    assert last_build(build_cache)["mjcf"] == {"hits": 0, "misses": 2}
+
+
+def _hashed(monkeypatch) -> collections.Counter:
+    """Names of the input files the converters hash (``file_digest`` as pipeline.converters calls it)."""
+    import usdforge.pipeline.converters as converters
+
+    counts = collections.Counter()
+    real = converters.file_digest
+
+    def counting(path):
+        counts[Path(path).name] += 1
+        return real(path)
+
+    monkeypatch.setattr(converters, "file_digest", counting)
+    return counts
+
+
+def test_a_cfg_edit_hashes_no_unchanged_input_again_and_an_edit_keeping_size_and_time_is_seen(
+        tmp_path, monkeypatch, build_cache):
+    """The sidecar's stamps (size, modification and change times, inode) stand for an input's digest
+    while they match; an edit that restores size and modification time changes the change time."""
+    import usdforge.pipeline.lazy as lazy
+    from usdforge.schemas import MassPropertiesCfg
+
+    monkeypatch.setattr(lazy, "RACY_SECONDS", 0.0)  # the files were written just now
+    asset = textured_obj(tmp_path)
+    out = tmp_path / "out"
+    MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out)))
+    assert set(lazy.read_key(out / "crate.usdforge.toml").stamps) == {"crate.obj", "crate.mtl", "wood.png"}
+    hashed = _hashed(monkeypatch)
+    edited = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out), mass_props=MassPropertiesCfg(mass=2.0)))
+    assert edited.converted and hashed == {}
+    # Same size, same modification time, other bytes: still a change.
+    mtl = tmp_path / "crate.mtl"
+    stat = mtl.stat()
+    mtl.write_text(mtl.read_text().replace("0.6 0.4 0.2", "0.2 0.4 0.6"))
+    os.utime(mtl, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert mtl.stat().st_size == stat.st_size and mtl.stat().st_mtime_ns == stat.st_mtime_ns
+    again = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out), mass_props=MassPropertiesCfg(mass=2.0)))
+    assert again.converted and any("crate.mtl" in reason for reason in again.reasons)
+    assert hashed == {"crate.mtl": 1}
+
+
+def test_inputs_modified_just_now_are_not_stamped(tmp_path, monkeypatch):
+    """A file changed within the racy window could be edited again within its time stamp's tick: no
+    stamp, so the next build hashes it. Whole-second times (a coarse file system) get the longer window."""
+    import usdforge.pipeline.lazy as lazy
+
+    monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 60.0)
+    asset = textured_obj(tmp_path)
+    MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "out")))
+    assert lazy.read_key(tmp_path / "out" / "crate.usdforge.toml").stamps == {}
+    now = time.time_ns()
+    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1]) is False  # fine times, 0.5 s < 60 s
+    monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 0.1)
+    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1]) is True
+    # Judged when hashing started, not when the stamp is written: changed 50 ms before the hash began.
+    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1], hashed_at=now - 450_000_000) is False
+    whole = (now // 1_000_000_000 - 1) * 1_000_000_000  # a coarse file system's times, 1 s ago
+    assert lazy.settled([1, whole, whole, 1]) is False
+    assert lazy.settled([1, whole - 2_000_000_000, whole - 2_000_000_000, 1]) is True
+
+
+def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build_cache, caplog):
+    """The MJB is hashed before MuJoCo reads it: a flipped bit is a miss with a warning, never a model."""
+    import json
+
+    import attrs
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.schemas import MjcfConverterCfg
+
+    shutil.copytree(REPO / "assets" / "robots" / "pan_tilt", tmp_path / "pan_tilt")
+    cfg = MjcfConverterCfg(asset_path=str(tmp_path / "pan_tilt" / "pan_tilt.xml"), usd_dir=str(tmp_path / "out"))
+    MjcfConverter(cfg, cache=build_cache)
+    shas = [json.loads(p.read_text())["files"].get("model.mjb") for p in (build_cache / "entries").rglob("*.json")]
+    (sha,) = [s for s in shas if s]
+    mjb = build_cache / "objects" / sha[:2] / sha
+    data = bytearray(mjb.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    mjb.write_bytes(bytes(data))
+    edited = attrs.evolve(cfg, override_gain_prm=(321.0,))
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        MjcfConverter(edited, cache=build_cache)
+    assert any("corrupt" in r.getMessage() and sha in r.getMessage() for r in caplog.records)
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 0, "misses": 2}
+    MjcfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "cold")

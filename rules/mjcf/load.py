@@ -215,11 +215,30 @@ def set_aside_file_textures(spec: mujoco.MjSpec, model_dir: Path) -> dict[int, P
     return files
 
 
+def _parsed(path: Path) -> mujoco.MjSpec:
+    """The spec as ``load_mjcf`` has it before compiling (file textures set aside)."""
+    spec = parse_spec(path)
+    set_aside_file_textures(spec, path.parent)
+    return spec
+
+
 def load_mjcf(path: str | Path) -> LoadedModel:
-    """Parse and compile the MJCF model at ``path`` (see the module docstring)."""
+    """Parse and compile the MJCF model at ``path`` (see the module docstring); inside the pipeline's
+    mesh cache, the compiled model is reused from the build cache when the files are unchanged
+    (``rules.mjcf.compiled``)."""
+    from usdforge.rules.mjcf.compiled import cached_model, store_model
+
     path = Path(path).absolute()
     spec = parse_spec(path)
     textures = set_aside_file_textures(spec, path.parent)
-    loaded = compile_repaired(path, spec)
+    model, token = cached_model(path, spec)  # the build cache's compiled model of these files, if any
+    if model is not None:
+        data = mujoco.MjData(model)
+        mujoco.mj_kinematics(model, data)
+        loaded = LoadedModel(path, spec, model, data)
+    else:
+        loaded = compile_repaired(path, spec)
+        if not (loaded.warnings or loaded.skipped or loaded.trimesh_meshes):  # repairs edit the spec: not reused
+            store_model(token, loaded.model, lambda: _parsed(path))
     loaded.texture_files = textures
     return loaded

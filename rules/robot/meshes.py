@@ -21,6 +21,7 @@ import importlib.metadata
 import json
 import logging
 import os
+import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
@@ -136,6 +137,8 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> Me
 _MESH_CACHE: ContextVar[tuple[Any, Callable[[Path], str]] | None] = ContextVar("usdforge_mesh_cache", default=None)
 #: The files whose code decides the parts read from a mesh file (their bytes are part of the cache key).
 _READER_CODE = (Path(__file__), Path(__file__).parents[1] / "mesh" / "read.py")
+#: Cache writes running in threads inside the enclosing ``mesh_cache`` (``write_in_background``).
+_PENDING_WRITES: ContextVar[list[threading.Thread] | None] = ContextVar("usdforge_cache_writes", default=None)
 _PARTS_FILE = "parts.bin"
 
 
@@ -144,10 +147,33 @@ def mesh_cache(store: Any, digest: Callable[[Path], str] | None = None) -> Itera
     """Read mesh files through ``store`` (None: no cache) within the block; ``digest`` hashes a file
     (default: SHA-256 of its bytes; a caller that hashed the files already passes its memo)."""
     token = _MESH_CACHE.set(None if store is None else (store, digest or _file_sha))
+    pending = _PENDING_WRITES.set([])
     try:
         yield
     finally:
+        for thread in _PENDING_WRITES.get():
+            thread.join()  # every write is in the cache when the block ends (the next build may need it)
+        _PENDING_WRITES.reset(pending)
         _MESH_CACHE.reset(token)
+
+
+def write_in_background(write: Callable[[], None]) -> None:
+    """Run ``write`` (a large build-cache write: hashing and writing tens of MB) in a thread beside the
+    rest of the conversion; the enclosing ``mesh_cache`` waits for it as it ends. Outside one: now."""
+    pending = _PENDING_WRITES.get()
+    if pending is None:
+        write()
+        return
+
+    def guarded() -> None:
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - a cache write never fails a build
+            logging.getLogger("usdforge").warning("warning: a build cache write failed (%s): not stored", exc)
+
+    thread = threading.Thread(target=guarded, name="usdforge-cache-write")
+    thread.start()
+    pending.append(thread)
 
 
 def active_mesh_cache() -> tuple[Any, Callable[[Path], str]] | None:

@@ -49,6 +49,7 @@ def urdf_references(path: str | Path, packages: dict[str, str],
         root, _ = load_urdf_xml(path, expanded)
     except ConversionError:
         return found
+    seen = set(found)  # membership by hash: a robot names hundreds of mesh files
     for xpath, attribute in FILE_ELEMENTS:
         for element in root.iterfind(xpath):
             uri = element.get(attribute)
@@ -58,8 +59,12 @@ def urdf_references(path: str | Path, packages: dict[str, str],
                 file = resolve_uri(uri, path.parent, packages)
             except UnresolvedUri:
                 continue
-            if file not in found:
+            if file not in seen:
+                seen.add(file)
                 found.append(file)
                 if element.tag == "mesh":
-                    found.extend(p for p in mesh_references(file) if p not in found)
+                    for reference in mesh_references(file):
+                        if reference not in seen:
+                            seen.add(reference)
+                            found.append(reference)
     return found
