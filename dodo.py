@@ -1,7 +1,11 @@
 """usdforge's task graph. `doit convert` builds every entry of assets/library.toml into build/usd/.
 
-`doit convert library=PATH` builds another manifest; `doit ik` runs the IK study of every entry with an
-`ee_body`; `doit list` shows the tasks.
+`doit convert library=PATH` builds another manifest; `doit convert cache=PATH` uses that build cache
+(default ``$USDFORGE_CACHE``, else build/cache; ``cache=off``: none); `doit ik` runs the IK study of every
+entry with an `ee_body`; `doit verify` checks every built asset against its source; `doit report` writes
+build/report/index.html; `doit list` shows the tasks. `doit convert scheduler=tcp://HOST:8786` (or
+`workers=N`, a local Dask cluster; the `cluster` extra) runs each conversion on Dask; `shard=i/n` builds
+shard i of n only.
 """
 
 from pathlib import Path
@@ -9,15 +13,20 @@ from pathlib import Path
 from doit import get_var
 
 from usdforge.pipeline.doit_reporter import UsdforgeReporter
+from usdforge.pipeline.distributed import build_options, doit_config
 from usdforge.pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
+from usdforge.pipeline.verify_tasks import report_tasks, thumbnail_tasks, verify_tasks
 
 Path("build").mkdir(exist_ok=True)
+_OPTIONS, _OPTIONS_ERROR = build_options(get_var("scheduler"), get_var("workers"), get_var("sources"),
+                                         get_var("shard"))
 
 DOIT_CONFIG = {
     "backend": "json",
     "dep_file": "build/.doit.db",
     "default_tasks": ["convert"],
     "verbosity": 1,
+    **({} if _OPTIONS_ERROR else doit_config(_OPTIONS)),   # a Dask build: doit's thread runner
     # One bad entry must not stop the library: every good entry is built, then each failure is reported
     # (one line each) and doit exits non-zero. `doit --continue` is thus the default.
     "continue": True,
@@ -27,9 +36,25 @@ DOIT_CONFIG = {
 
 def task_convert():
     """Convert every library entry to USD (one subtask per entry)."""
-    yield from convert_tasks(get_var("library", str(DEFAULT_LIBRARY)))
+    yield from convert_tasks(get_var("library", str(DEFAULT_LIBRARY)), cache=get_var("cache", None),
+                             options={**_OPTIONS, "error": _OPTIONS_ERROR})
 
 
 def task_ik():
     """Run the seeded IK study of every entry with an ee_body; JSON report next to its USD."""
     yield from ik_tasks(get_var("library", str(DEFAULT_LIBRARY)))
+
+
+def task_verify():
+    """Verify every converted asset against its source; JSON result next to its USD."""
+    yield from verify_tasks(get_var("library", str(DEFAULT_LIBRARY)))
+
+
+def task_thumbnail():
+    """Render every converted asset's pictures from its USD (build/report/images/)."""
+    yield from thumbnail_tasks(get_var("library", str(DEFAULT_LIBRARY)))
+
+
+def task_report():
+    """Write build/report/index.html: every asset at a glance, with a page per asset."""
+    yield from report_tasks(get_var("library", str(DEFAULT_LIBRARY)))

@@ -1,9 +1,13 @@
-"""The ``usdforge`` command line: one-off conversions without a library.
+"""The ``usdforge`` command line: one-off conversions without a library, provenance, the build cache.
 
-    usdforge convert IN OUT_DIR [--package NAME=DIR]... [--allow-root DIR]... [--config CFG.toml] [--force]
+    usdforge convert IN OUT_DIR [--package NAME=DIR]... [--xacro-arg NAME=VALUE]... [--allow-root DIR]...
+                     [--config CFG.toml] [--force] [--cache DIR | --no-cache]
+    usdforge info OUT.usda
+    usdforge cache stats|prune --max-size 5GB|clear [--cache DIR]
 
-Writes ``OUT_DIR/<name>.usd`` (plus its layers). Any user error is one line on stderr and exit status 1;
-nothing is written.
+``convert`` writes ``OUT_DIR/<name>.usd`` (plus its layers), restoring it from the build cache when that
+holds the same inputs' outputs. Any user error is one line on stderr and exit status 1; nothing is
+written.
 """
 
 from __future__ import annotations
@@ -27,20 +31,31 @@ def _package(text: str) -> tuple[str, str]:
     return name, folder
 
 
+def _xacro_arg(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, found {text!r}")
+    return name, value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="usdforge", description="Convert robot and asset descriptions "
-                                     "(URDF, MJCF, meshes) to simulation-ready OpenUSD.")
+                                     "(URDF, xacro, MJCF, meshes) to simulation-ready OpenUSD.")
     parser.add_argument("--version", action="version", version=f"usdforge {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     convert = commands.add_parser(
-        "convert", help="convert one file (mesh, URDF or MJCF) into a folder",
+        "convert", help="convert one file (mesh, URDF, xacro or MJCF) into a folder",
         description="Convert IN into OUT_DIR/<name>.usd. Lazy: nothing happens when OUT_DIR already holds "
-                    "an output built from the same file, the files it references and the same settings.")
+                    "an output built from the same file, the files it references and the same settings; "
+                    "an output built from the same inputs anywhere is restored from the build cache.")
     convert.add_argument("input", metavar="IN", help="mesh (obj, stl, ply, off, glb, gltf, dae, fbx), "
-                                                     "URDF (.urdf) or MJCF (.xml) file")
+                                                     "URDF (.urdf), xacro (.xacro) or MJCF (.xml) file")
     convert.add_argument("out_dir", metavar="OUT_DIR", help="output folder")
     convert.add_argument("--package", metavar="NAME=DIR", type=_package, action="append", default=[],
-                         help="folder of ROS package NAME, for URDF package:// URIs (repeatable)")
+                         help="folder of ROS package NAME, for URDF package:// URIs and xacro's $(find NAME) "
+                              "(repeatable)")
+    convert.add_argument("--xacro-arg", metavar="NAME=VALUE", type=_xacro_arg, action="append", default=[],
+                         help="argument of a xacro IN, as NAME:=VALUE on xacro's command line (repeatable)")
     convert.add_argument("--allow-root", metavar="DIR", action="append", default=[],
                          help="also let IN reference files (meshes, textures, includes) under DIR; by default "
                               "only IN's folder and its packages are allowed (repeatable)")
@@ -49,7 +64,94 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--kind", choices=("mesh", "urdf", "mjcf"), help="override the kind guessed from IN")
     convert.add_argument("--force", action="store_true", help="convert even when the output is up to date")
     convert.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no warnings)")
+    convert.add_argument("--cache", metavar="DIR", help="build cache folder (default: $USDFORGE_CACHE, else "
+                                                        "build/cache in the working directory)")
+    convert.add_argument("--no-cache", action="store_true", help="neither restore from nor store into the cache")
+    info = commands.add_parser("info", help="print where a converted USD file came from",
+                               description="Print the provenance usdforge recorded in a USD file's "
+                                           "customLayerData: version, converter kind, source file name and "
+                                           "content hash, cfg digest and cache key.")
+    info.add_argument("usd", metavar="OUT.usda", help="a USD file usdforge wrote (the interface layer)")
+    cache = commands.add_parser("cache", help="inspect, prune or clear the build cache",
+                                description="The build cache holds conversion outputs and mesh geometry by "
+                                            "content hash (default: $USDFORGE_CACHE, else build/cache).")
+    cache.add_argument("action", choices=("stats", "prune", "clear"),
+                       help="stats: entries, size, hits of the last build; prune: drop least recently used "
+                            "artifacts down to --max-size; clear: empty it")
+    cache.add_argument("--max-size", metavar="SIZE", type=_size,
+                       help="for prune: the size to keep at most (bytes, or with a unit: 500MB, 5GB)")
+    cache.add_argument("--cache", metavar="DIR", help="the cache folder (default: $USDFORGE_CACHE, else build/cache)")
     return parser
+
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def _size(text: str) -> int:
+    """``5GB`` → 5·10⁹ bytes (KiB, MiB, GiB for powers of two)."""
+    stripped = text.strip().upper()
+    number = stripped.rstrip("KMGTIB")
+    unit = stripped[len(number):]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _UNITS or not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a size like 500MB or 5GB, found {text!r}")
+    return int(value * _UNITS[unit])
+
+
+def _human(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size} B"
+
+
+def cache_command(args: argparse.Namespace) -> str:
+    """Run ``usdforge cache ACTION``; return what to print. Raises ConfigError for a missing cache."""
+    from usdforge.pipeline.cache import Store, default_cache_dir
+
+    folder = Path(args.cache).absolute() if args.cache else default_cache_dir()
+    if folder is None:
+        raise ConfigError("the build cache is off (USDFORGE_CACHE=off): give --cache DIR")
+    store = Store(folder)
+    if args.action == "stats":
+        stats = store.stats()
+        lines = [f"cache: {stats['root']}", f"entries: {stats['entries']}", f"objects: {stats['objects']}",
+                 f"size: {_human(stats['bytes'])} ({stats['bytes']} bytes)"]
+        last = stats["last_build"]
+        if last:
+            hits = sum(v["hits"] for v in last.values())
+            total = hits + sum(v["misses"] for v in last.values())
+            lines.append(f"last build: {hits}/{total} lookups hit ({100.0 * hits / total:.0f} %)")
+            lines += [f"  {kind}: {v['hits']} hit(s), {v['misses']} miss(es)" for kind, v in last.items()]
+        else:
+            lines.append("last build: no lookups recorded")
+        return "\n".join(lines)
+    if args.action == "prune":
+        if args.max_size is None:
+            raise ConfigError("cache prune: give --max-size SIZE (e.g. 5GB)")
+        removed, freed = store.prune(args.max_size)
+        return f"pruned {removed} artifact(s), freed {_human(freed)}; {store.root} now holds " \
+               f"{_human(store.stats()['bytes'])}"
+    store.clear()
+    return f"cleared {store.root}"
+
+
+def info_command(args: argparse.Namespace) -> str:
+    """Run ``usdforge info OUT.usda``; return the provenance as ``key: value`` lines."""
+    from usdforge.pipeline.provenance import read_provenance
+
+    if not Path(args.usd).is_file():
+        raise ConfigError(f"{args.usd}: no such file")
+    record = read_provenance(args.usd)
+    if record is None:
+        raise ConfigError(f"{args.usd}: no usdforge provenance in its customLayerData (not written by usdforge, "
+                          "or not its interface layer)")
+    return "\n".join(f"{name}: {value}" for name, value in sorted(record.items()))
 
 
 def convert_command(args: argparse.Namespace) -> str:
@@ -78,36 +180,43 @@ def convert_command(args: argparse.Namespace) -> str:
             raise ConfigError(f"--package: only URDF input takes packages, {args.input} is {kind}")
         table["ros_package_paths"] = [*table.get("ros_package_paths", []),
                                       *({"name": n, "path": str(Path(d).absolute())} for n, d in args.package)]
+    if args.xacro_arg:
+        if kind != "urdf":
+            raise ConfigError(f"--xacro-arg: only xacro input takes xacro arguments, {args.input} is {kind}")
+        table["xacro_args"] = {**table.get("xacro_args", {}), **dict(args.xacro_arg)}
     if args.allow_root:
         table["allowed_roots"] = [*table.get("allowed_roots", []), *(str(Path(d).absolute()) for d in args.allow_root)]
     try:
         cfg = structure_cfg(table, cfg_class(kind))
     except ConfigError as exc:
         raise ConfigError(f"{args.config}: {exc}" if args.config else str(exc)) from None
-    converter = converter_for(kind)(cfg)
+    converter = converter_for(kind)(cfg, cache=False if args.no_cache else args.cache)
     return converter.usd_path
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` for users: ``usdforge: warning: <message>`` on stderr, one line (a conversion
+    warning already names its file, line and element; Python's form would add our source line)."""
+    print(f"usdforge: warning: {message}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``usdforge`` console script."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="usdforge: %(message)s")
-    warnings.simplefilter("ignore" if args.quiet else "default")
-
-    def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-        # A conversion warning already names its file, line and element: one line, no source echo.
-        print(f"usdforge: warning: {message}", file=sys.stderr)
-
+    quiet = getattr(args, "quiet", False)
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="usdforge: %(message)s")
+    warnings.simplefilter("ignore" if quiet else "default")
     warnings.showwarning = show_warning
+    command = {"convert": convert_command, "info": info_command, "cache": cache_command}[args.command]
     try:
-        usd_path = convert_command(args)
+        output = command(args)
     except (ConfigError, ConversionError, ValueError, OSError) as exc:
         # One line, whatever the message quotes (a parser's multi-line message, a long value).
         print("usdforge: error: " + " ".join(part.strip() for part in str(exc).splitlines() if part.strip()),
               file=sys.stderr)
         return 1
-    if not args.quiet:
-        print(usd_path)
+    if not getattr(args, "quiet", False):
+        print(output)
     return 0
 
 

@@ -1,27 +1,33 @@
 """The lazy converter API, as Isaac Lab's ``AssetConverterBase`` and its subclasses.
 
 ``MeshConverter(cfg).usd_path`` converts on construction, unless ``cfg.usd_dir`` already holds an output
-built from the same asset, referenced files and cfg (content hashes; see ``pipeline.lazy``).
+built from the same asset, referenced files and cfg (content hashes; see ``pipeline.lazy``), or the build
+cache holds one (restored without converting; see ``pipeline.cache``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import string
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 import attrs
 
-from usdforge.pipeline.atomic import build_atomically
-from usdforge.pipeline.fingerprint import digests, file_digest
-from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
+from usdforge.pipeline.atomic import build_atomically, relative_names
+from usdforge.pipeline.cache import Store, open_store
+from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, reference_names,
+                                           resolve_name)
+from usdforge.pipeline.fingerprint import file_digest
+from usdforge.pipeline.lazy import LazyKey, file_stamp, key_to_toml, read_key, settled, stale_reasons
 from usdforge.pipeline.references import referenced_files
 from usdforge.rules.outputs import key_file_name, meshes_layer, resolve_usd_file_name
-from usdforge.schemas import cfg_to_dict, config_digest
+from usdforge.schemas import __version__, cfg_to_dict
+from usdforge.schemas.digest import DIGEST_EXCLUDED_FIELDS
 
 log = logging.getLogger("usdforge")
 
@@ -45,7 +51,19 @@ class AssetConverterBase:
     It re-converts only if the asset file changed, any file it references changed (meshes, textures,
     includes), the config digest changed, or an output is missing or was modified;
     ``force_usd_conversion`` always converts. With ``usd_dir=None`` the output goes to a fresh temporary
-    folder and is always converted.
+    folder. Where files change is compared by content, never by location: a moved or copied source with
+    the same bytes is up to date.
+
+    Before converting, the build cache (``pipeline.cache``) is asked for outputs built from the same
+    inputs (``pipeline.content_key``): a hit is restored byte for byte without converting; a conversion
+    stores its outputs there, and reads and stores robot mesh geometry there too.
+
+    cache: the cache folder (or a ``pipeline.cache.Store``); None: ``$USDFORGE_CACHE``, else
+        ``build/cache`` under the working directory; False: no cache.
+
+    After construction: ``converted`` is True when the outputs were written (converted or restored),
+    ``restored`` when they came from the cache, ``reasons`` says why they were out of date, ``cache_key``
+    names the inputs and ``inputs`` lists the asset and every file it references (absolute).
 
     Raises:
         ValueError: the asset file does not exist.
@@ -55,7 +73,7 @@ class AssetConverterBase:
     #: The rule that converts this kind of asset ("mesh", "urdf", "mjcf").
     kind: ClassVar[str]
 
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: Any, cache: Any = None):
         asset = Path(cfg.asset_path).absolute()
         if not asset.is_file():
             raise ValueError(f"The asset path does not exist: {cfg.asset_path}")
@@ -65,36 +83,141 @@ class AssetConverterBase:
         self.cfg = attrs.evolve(cfg, asset_path=str(asset), usd_dir=str(usd_dir), usd_file_name=usd_file_name)
         self._usd_dir = usd_dir
         self._usd_file_name = usd_file_name
+        self._packages = packages_of(self.cfg)
+        self._digest = location_free_digest(self.cfg, self.kind)
+        self.restored = False
+        self._digests: dict[str, str] = {}
+        self._stamps: dict[str, list[int]] = {}  # absolute path → stamp of the content hashed
         self.reasons: list[str] = ["force_usd_conversion is set"] if cfg.force_usd_conversion else []
         previous = read_key(usd_dir / key_file_name(usd_file_name))
+        if previous is not None and not cfg.force_usd_conversion:
+            self._trust_stamps(previous, asset)
         if not lazy:
             self.reasons.append("no usd_dir: lazy conversion is off")
         elif not self.reasons:
-            self.reasons = stale_reasons(previous, config_digest(self.cfg, self.kind), asset, usd_dir)
+            self.reasons = stale_reasons(previous, self._digest, asset, usd_dir, self._packages, self._file_digest)
         self.converted = bool(self.reasons)
         if self.converted:
-            # A first conversion needs no reason; a rebuild says why (what changed).
-            log.info("converting %s%s", asset, "" if previous is None and not cfg.force_usd_conversion
-                     else ": " + "; ".join(self.reasons))
-            self._convert(previous)
+            self._build(previous, open_store(cache), use_cache=not cfg.force_usd_conversion)
+        else:
+            self.cache_key = previous.cache_key
+            self.inputs = [asset, *(p for p in (resolve_name(name, asset.parent, self._packages)
+                                                for name in previous.references) if p is not None)]
 
-    def _convert(self, previous: LazyKey | None) -> None:
-        from usdforge.pipeline.kinds import rule
-
+    def _build(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:
+        """Restore the outputs from the cache, or convert (and store them), into usd_dir atomically."""
         asset = Path(self.cfg.asset_path)
-        references = referenced_files(self.kind, asset, packages_of(self.cfg))
-        convert = rule(self.kind).convert
+        references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None))
+        paths = reference_names(references, asset.parent, self._packages)
+        named = {name: self._file_digest(path) for name, path in paths.items()}
+        asset_sha = self._file_digest(asset)
+        outputs: dict[str, str] = {}  # relative name → sha256 of what is written, known from the cache
+        self.cache_key = key = cache_key(self.kind, self._digest, asset.name, asset_sha, named)
+        self.inputs = [asset, *(Path(p) for p in references)]
+        cached = store.get_entry(key) if store is not None and use_cache else None
+        if store is not None and use_cache:
+            store.record(self.kind, hit=cached is not None)
+        provenance = {"version": __version__, "kind": self.kind, "source": asset.name, "source_sha256": asset_sha,
+                      "config_digest": self._digest, "cache_key": key}
 
-        def make_key(outputs: dict[str, Path]) -> str:
+        def restore(staging: Path) -> list[Path]:
+            from usdforge.rules.conversion_warnings import warn
+
+            written = []
+            for item in cached.meta.get("warnings", []) if isinstance(cached.meta, dict) else []:
+                # The conversion's warnings, as it gave them, naming the files where they are now.
+                warn(os.path.normpath(asset.parent / item["file"]), item["problem"], item.get("element"),
+                     item.get("line"))
+            # Every folder once, parents first (mkdir with parents=True tries the child first: 3 calls for 2).
+            folders = {parent for name in cached.files for parent in PurePosixPath(name).parents} - {PurePosixPath()}
+            for folder in sorted(folders, key=lambda f: len(f.parts)):
+                (staging / folder).mkdir(exist_ok=True)
+            for name, data in cached.files.items():
+                outputs[name] = cached.shas[name]
+                path = staging / name
+                path.write_bytes(data)
+                written.append(path)
+            return written
+
+        def convert(staging: Path) -> list[Path]:
+            from usdforge.pipeline.kinds import rule
+            from usdforge.pipeline.provenance import stamp_provenance
+            from usdforge.rules.conversion_warnings import recording
+            from usdforge.rules.robot.meshes import mesh_cache
+
+            with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned:
+                written = rule(self.kind).convert(self.cfg, staging)
+            stamp_provenance(staging / self._usd_file_name, provenance)
+            if store is not None:
+                files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
+                meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
+                                      "element": w.element, "line": w.line} for w in warned]}
+                outputs.update(store.put_entry(key, files, meta) or {})
+            return written
+
+        def make_key(written: dict[str, Path]) -> str:
             return key_to_toml(LazyKey(
-                kind=self.kind, config_digest=config_digest(self.cfg, self.kind), asset=digests([asset]),
-                references=digests(references),
-                outputs={name: file_digest(path) for name, path in outputs.items()},
-                cfg=cfg_to_dict(self.cfg)))
+                kind=self.kind, cache_key=key, config_digest=self._digest,
+                source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
+                libraries=library_versions(self.kind),
+                references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
+                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths})))
 
-        build_atomically(self._usd_dir, lambda staging: convert(self.cfg, staging),
+        if cached is not None:
+            self.restored = True
+            log.info("restoring %s from the build cache: %s", asset, "; ".join(self.reasons))
+        else:  # a first conversion needs no reason; a rebuild says why (what changed)
+            log.info("converting %s%s", asset, "" if previous is None and not self.cfg.force_usd_conversion
+                     else ": " + "; ".join(self.reasons))
+        build_atomically(self._usd_dir, restore if cached is not None else convert,
                          key_file_name(self._usd_file_name), make_key,
                          list(previous.outputs) if previous is not None else [])
+
+    def _file_digest(self, path: str | Path) -> str:
+        """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask);
+        the file's stamp is kept when it did not change while being hashed."""
+        name = os.path.abspath(path)
+        if name not in self._digests:
+            started = time.time_ns()
+            before = file_stamp(name)
+            self._digests[name] = file_digest(name)
+            if settled(before, started) and file_stamp(name) == before:
+                self._stamps[name] = before
+        return self._digests[name]
+
+    def _trust_stamps(self, previous: LazyKey, asset: Path) -> None:
+        """Take the previous key's digests of the inputs whose stamp (size, times, inode) is unchanged and
+        was settled when recorded, instead of hashing them again (a cfg edit rebuilds without reading
+        every mesh file); any other file is hashed by content (a clone, a moved checkout, an edit)."""
+        recorded = {asset.name: (asset, previous.asset.get(asset.name))}
+        for name, sha in previous.references.items():
+            recorded[name] = (resolve_name(name, asset.parent, self._packages), sha)
+        for name, (path, sha) in recorded.items():
+            stamp = previous.stamps.get(name)
+            if path is None or sha is None or not isinstance(stamp, list) or sha == "missing":
+                continue
+            current = file_stamp(path)
+            if current == stamp:  # settled when it was recorded
+                self._digests[os.path.abspath(path)] = sha
+                self._stamps[os.path.abspath(path)] = current
+
+    def _input_stamps(self, paths: dict[str, str | Path]) -> dict[str, list[int]]:
+        """Stamps of the inputs ({name: path}) hashed in this conversion (settled ones only, see
+        ``_file_digest``) or trusted from the previous key."""
+        stamps = {}
+        for name, path in paths.items() if self._stamps else ():
+            stamp = self._stamps.get(os.path.abspath(path))
+            if stamp is not None:
+                stamps[name] = stamp
+        return stamps
+
+    def _readable_cfg(self) -> dict[str, Any]:
+        """The cfg for the sidecar: no location fields, package folders relative to the output folder."""
+        data = {k: v for k, v in cfg_to_dict(self.cfg).items() if k not in DIGEST_EXCLUDED_FIELDS}
+        if data.get("ros_package_paths"):
+            data["ros_package_paths"] = [{"name": item["name"], "path": Path(os.path.relpath(item["path"],
+                                          self._usd_dir)).as_posix()} for item in data["ros_package_paths"]]
+        return data
 
     @property
     def usd_dir(self) -> str:

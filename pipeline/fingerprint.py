@@ -7,13 +7,10 @@ import os
 import stat
 from pathlib import Path
 
-_CHUNK = 1 << 20
-
 
 def file_digest(path: str | Path) -> str:
     """SHA-256 (hex) of the file's bytes; ``"missing"`` when there is no such file, ``"not-a-file"`` when it
     is not a regular file (a device such as /dev/zero or a FIFO would never end: conversion reports it)."""
-    digest = hashlib.sha256()
     try:
         # Non-blocking open, then fstat: a FIFO put in the file's place never blocks the hash.
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -21,13 +18,12 @@ def file_digest(path: str | Path) -> str:
             os.close(descriptor)
             return "not-a-file"
         with open(descriptor, "rb") as stream:
-            while chunk := stream.read(_CHUNK):
-                digest.update(chunk)
+            # hashlib.file_digest reads into one reused buffer (no allocation per chunk).
+            return hashlib.file_digest(stream, "sha256").hexdigest()
     except FileNotFoundError:
         return "missing"
     except OSError:  # a symlink loop, a permission: the conversion reports it, with the element naming it
         return "unreadable"
-    return digest.hexdigest()
 
 
 def digests(paths: list[str | Path]) -> dict[str, str]:

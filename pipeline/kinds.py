@@ -19,7 +19,7 @@ class Kind(NamedTuple):
 
 KINDS: dict[str, Kind] = {
     "mesh": Kind(("obj", "stl", "ply", "off", "glb", "gltf", "dae", "fbx"), "usdforge.schemas:MeshConverterCfg", "usdforge.rules.mesh.convert"),
-    "urdf": Kind(("urdf",), "usdforge.schemas:UrdfConverterCfg", "usdforge.rules.urdf.convert"),
+    "urdf": Kind(("urdf", "xacro"), "usdforge.schemas:UrdfConverterCfg", "usdforge.rules.urdf.convert"),
     "mjcf": Kind(("xml", "mjcf"), "usdforge.schemas:MjcfConverterCfg", "usdforge.rules.mjcf.convert"),
 }
 

@@ -6,7 +6,8 @@ allowed_roots = ["../textures"]     # optional: folders every entry may also rea
 name = "chair"                      # output folder build/usd/chair/
 source = "meshes/chair.obj"         # relative to the manifest's folder, or absolute
 kind = "mesh"                       # optional: derived from the extension (mesh, urdf, mjcf)
-packages = { my_robot = "../robots/my_robot" }   # URDF package:// roots
+packages = { my_robot = "../robots/my_robot" }   # URDF package:// roots (and xacro's $(find))
+xacro_args = { ur_type = "ur5e" }   # arguments of a .xacro source
 ee_body = "hand"                    # optional: end-effector body, for `doit ik`
 ik = { num_targets = 1024 }         # optional: settings of the IK study (IkStudyCfg)
 [assets.cfg]                        # overrides of the converter cfg's fields
@@ -70,7 +71,10 @@ class LibraryEntry:
     name: Output folder name under ``build/usd``; unique in the library.
     source: The file to convert, relative to the manifest's folder or absolute.
     kind: "mesh", "urdf" or "mjcf". Default None: from the source's extension.
-    packages: ROS package name → folder (relative to the manifest) for URDF ``package://``. Default empty.
+    packages: ROS package name → folder (relative to the manifest) for URDF ``package://`` and xacro's
+        ``$(find)``. Default empty.
+    xacro_args: Arguments of a xacro source (``name:=value`` on xacro's command line), merged into the
+        cfg's ``xacro_args``. Default empty.
     ee_body: End-effector body (source name) for ``doit ik``. Default None: no IK study for this entry.
     ik: Settings of the IK study. Default ``IkStudyCfg()``.
     cfg: Overrides of the converter cfg's fields (asset_path and usd_dir are set by the pipeline).
@@ -80,6 +84,7 @@ class LibraryEntry:
     source: str
     kind: str | None = attrs.field(default=None, validator=_valid_kind)
     packages: dict[str, str] = attrs.field(factory=dict)
+    xacro_args: dict[str, str] = attrs.field(factory=dict)
     ee_body: str | None = None
     ik: IkStudyCfg = attrs.field(factory=IkStudyCfg)
     cfg: dict[str, Any] = attrs.field(factory=dict)
@@ -134,7 +139,8 @@ def entry_kind(library: Library, entry: LibraryEntry) -> str:
 def entry_cfg(library: Library, entry: LibraryEntry, index: int, build_dir: Path = Path("build"),
               manifest: str | Path = "library") -> Any:
     """The converter cfg of an entry: its ``cfg`` table plus asset_path, usd_dir (``build/usd/<name>``),
-    usd_file_name (``<name>.usda`` unless the table says) and, for URDF, the entry's packages.
+    usd_file_name (``<name>.usda`` unless the table says) and, for URDF, the entry's packages and xacro
+    arguments.
 
     Raises ConfigError naming ``assets[index].cfg.<field>``.
     """
@@ -159,6 +165,11 @@ def entry_cfg(library: Library, entry: LibraryEntry, index: int, build_dir: Path
         table["ros_package_paths"] = [*table.get("ros_package_paths", []),
                                       *({"name": name, "path": str((Path(library.root) / folder).absolute())}
                                         for name, folder in sorted(entry.packages.items()))]
+    if entry.xacro_args:
+        if kind != "urdf":
+            raise ConfigError(f"{manifest}: assets[{index}].xacro_args: only xacro sources (URDF kind) take xacro "
+                              "arguments")
+        table["xacro_args"] = {**table.get("xacro_args", {}), **entry.xacro_args}
     try:
         return structure_cfg(table, cfg_class(kind), f"assets[{index}].cfg")
     except ConfigError as exc:

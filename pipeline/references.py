@@ -12,13 +12,15 @@ from pathlib import Path
 from usdforge.pipeline.fingerprint import normalise
 
 
-def referenced_files(kind: str, source: str | Path, packages: dict[str, str] | None = None) -> list[str]:
+def referenced_files(kind: str, source: str | Path, packages: dict[str, str] | None = None,
+                     xacro_args: dict[str, str] | None = None) -> list[str]:
     """Normalised paths of every file ``source`` references, recursively, without the source.
 
     Missing files are included (creating one later must count as a change); callers that need existing
     files only (doit's file_dep) filter them.
 
-    packages: ROS package name → folder, for URDF ``package://`` URIs.
+    packages: ROS package name → folder, for URDF ``package://`` URIs and xacro's ``$(find)``.
+    xacro_args: arguments of a xacro source (its expansion decides which files it reads).
     """
     source = Path(source)
     if kind == "mesh":
@@ -28,7 +30,7 @@ def referenced_files(kind: str, source: str | Path, packages: dict[str, str] | N
     elif kind == "urdf":
         from usdforge.rules.urdf.references import urdf_references
 
-        found = urdf_references(source, packages or {})
+        found = urdf_references(source, packages or {}, xacro_args)
     elif kind == "mjcf":
         from usdforge.rules.mjcf.references import mjcf_references
 

@@ -19,6 +19,8 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 #: Code whose edits change cfgs, digests or planned outputs (usdforge's version is in schemas/): a change
 #: of any invalidates the cache.
 _CODE = ("schemas", "pipeline/manifest.py", "pipeline/kinds.py", "pipeline/task_specs.py", "rules/outputs.py")
+#: The doc of the one spec of a manifest that cannot be read.
+MANIFEST_ERROR_DOC = "the library manifest has an error"
 
 
 def _code_stamp() -> list[Any]:
@@ -32,7 +34,8 @@ def _code_stamp() -> list[Any]:
 
 
 def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
-    """One spec per entry: kind, source, packages, cfg (JSON), digest, targets, key path; or an error."""
+    """One spec per entry: kind, source, packages, cfg (JSON), digest, targets, key path, library folder,
+    output folder; or an error."""
     import attrs
 
     from usdforge.pipeline.manifest import entry_cfg, entry_kind, entry_source, load_library
@@ -43,7 +46,7 @@ def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
     try:
         library = load_library(library_path)
     except ConfigError as exc:
-        return [{"name": "library", "error": str(exc), "doc": "the library manifest has an error"}]
+        return [{"name": "library", "error": str(exc), "doc": MANIFEST_ERROR_DOC}]
     specs = []
     for index, entry in enumerate(library.assets):
         try:
@@ -58,11 +61,13 @@ def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
         specs.append({
             "name": entry.name, "kind": kind, "source": normalise(entry_source(library, entry)),
             "packages": {item["name"]: item["path"] for item in getattr(cfg, "ros_package_paths", None) or []},
+            "xacro_args": dict(getattr(cfg, "xacro_args", None) or {}),
             "cfg_json": cfg_to_json(cfg), "digest": config_digest(cfg, kind),
             "targets": [normalise(usd_dir / name) for name in outputs],
             "key_path": normalise(usd_dir / key_file_name(cfg.usd_file_name)),
             "ee_body": entry.ee_body, "ik": attrs.asdict(entry.ik),
             "usd_path": normalise(usd_dir / cfg.usd_file_name),
+            "root": normalise(library.root), "usd_dir": normalise(usd_dir),
             "doc": f"{entry.source} → {usd_dir / cfg.usd_file_name}",
         })
     return specs

@@ -1,15 +1,19 @@
 """doit task generators: one ``convert:<name>`` subtask per library entry.
 
 Load time (every ``doit`` run, also a no-op one) only reads the manifest and computes config digests: no
-source is parsed and pxr is never imported in the doit process. Each conversion has a ``scan:<name>``
-``calc_dep`` task that finds the files the source references; doit caches its result, and re-runs it
-only when the source or a referenced file changes. Actions are module-level functions with plain
-arguments, so they survive spawn-based ``doit -n``.
+source is parsed and pxr is never imported in the doit process. A conversion is up to date when its cfg
+digest, its inputs (the source and every file it references, found by the conversion itself) and its
+outputs are as the last run left them (``built_unchanged``): paths relative to the library and output
+folders, contents deciding, so a moved or cloned checkout converts nothing; when doit does run one, the
+Python API's content-keyed lazy check and the build cache (``pipeline.cache``) still restore instead of
+converting whatever they can. Actions are module-level functions with plain arguments, so they survive
+spawn-based ``doit -n``.
 """
 
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,25 +21,12 @@ from doit.exceptions import TaskFailed
 from doit.tools import config_changed
 
 from usdforge.pipeline.fingerprint import file_digest
-from usdforge.pipeline.task_specs import task_specs
+from usdforge.pipeline.task_specs import MANIFEST_ERROR_DOC, task_specs
 
 #: The manifest ``doit convert`` reads unless ``library=PATH`` is given on the command line.
 DEFAULT_LIBRARY = Path("assets/library.toml")
 #: Outputs go to ``<build>/usd/<name>/``; doit's state and caches live in the build folder too.
 DEFAULT_BUILD_DIR = Path("build")
-
-
-def scan_references(kind: str, source: str, packages: dict[str, str]) -> dict[str, Any]:
-    """doit calc_dep action: ``file_dep`` = referenced files that exist; ``scanned`` = their stamps."""
-    from usdforge.pipeline.references import referenced_files
-    from usdforge.rules.errors import ConversionError
-    from usdforge.schemas import ConfigError
-
-    try:
-        found = referenced_files(kind, source, packages)
-    except (ConversionError, ConfigError, OSError) as exc:
-        return {"file_dep": [], "scanned": {}, "scan_error": str(exc)}
-    return {"file_dep": [p for p in found if os.path.isfile(p)], "scanned": {p: _stamp(p) for p in found}}
 
 
 def _stamp(path: str) -> list[Any]:
@@ -46,24 +37,6 @@ def _stamp(path: str) -> list[Any]:
     return [stat.st_mtime_ns, stat.st_size, file_digest(path)]
 
 
-def references_unchanged(task: Any, values: dict[str, Any]) -> bool:
-    """doit uptodate check of a scan task: every file it found (or found missing) is as it was.
-
-    A referenced file can add references (an MJCF include, an OBJ's MTL), so the scan re-runs when one
-    changes. Contents are hashed only when the modification time or size moved.
-    """
-    scanned = values.get("scanned")
-    if scanned is None:
-        return False
-    for path, (mtime, size, sha) in scanned.items():
-        current = _stamp_fast(path)
-        if current[:2] == [mtime, size]:
-            continue
-        if (file_digest(path) if current[1] >= 0 else "missing") != sha:
-            return False
-    return True
-
-
 def _stamp_fast(path: str) -> list[int]:
     try:
         stat = os.stat(path)
@@ -72,21 +45,15 @@ def _stamp_fast(path: str) -> list[int]:
     return [stat.st_mtime_ns, stat.st_size]
 
 
-def outputs_intact(task: Any, values: dict[str, Any]) -> bool:
-    """doit uptodate check: the outputs are as the last conversion wrote them (doit itself only checks
-    that targets exist, so a hand-edited or truncated output would otherwise never be rebuilt).
-
-    The conversion saved each output's stamp in doit's state; contents are hashed only when a
-    modification time or size moved, so a no-op run reads no output.
-    """
-    outputs = values.get("outputs")
-    if not outputs:
-        return False
-    for path, (mtime, size, sha) in outputs.items():
+def _unchanged(stamps: dict[str, list[Any]], base: str) -> bool:
+    """Every file (relative to ``base``) is as stamped; contents are hashed only when a modification time
+    or size moved (a clone has new times: its files are hashed, and equal contents are unchanged)."""
+    for relative, (mtime, size, sha) in stamps.items():
+        path = os.path.join(base, relative)
         current = _stamp_fast(path)
         if current == [mtime, size]:
             continue
-        if current[1] < 0 or file_digest(path) != sha:
+        if (file_digest(path) if current[1] >= 0 else "missing") != sha:
             return False
     return True
 
@@ -123,7 +90,10 @@ def clean_outputs(usd_dir: str, key_path: str, targets: list[str]) -> None:
 
     folder = Path(usd_dir)
     key = read_key(Path(key_path))
-    for path in [*(folder / name for name in (key.outputs if key else {})), Path(key_path), *map(Path, targets)]:
+    # The record of the last conversion (<stem>.convert.json) is named after the key's stem.
+    record = Path(key_path).with_name(Path(key_path).name.removesuffix(".usdforge.toml") + ".convert.json")
+    for path in [*(folder / name for name in (key.outputs if key else {})), Path(key_path), record,
+                 *map(Path, targets)]:
         if path.is_file() or path.is_symlink():
             path.unlink()
             print(f"removed {path}")
@@ -138,26 +108,72 @@ def clean_outputs(usd_dir: str, key_path: str, targets: list[str]) -> None:
             folder.rmdir()
 
 
-def run_conversion(kind: str, cfg_json: str) -> dict[str, str] | TaskFailed:
-    """doit action: convert one entry through the lazy Python API (same key, same digest)."""
+def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str) -> bool:
+    """doit uptodate check of a conversion: its inputs (the source and every file it references, relative
+    to the library's folder ``root``) and its outputs (relative to ``usd_dir``) are as the last run left
+    them. doit itself only checks that targets exist, so a hand-edited or truncated output would otherwise
+    never be rebuilt; and doit's own file_dep would key them by absolute path, so a moved checkout would
+    re-run. Paths are relative and contents decide, so a moved or cloned checkout is up to date.
+
+    A referenced file can add references (an MJCF include, an OBJ's MTL): it changed, so the conversion
+    runs and finds them. Values saved by an older usdforge (no inputs) are out of date.
+    """
+    inputs, outputs = values.get("inputs"), values.get("outputs")
+    if not inputs or not outputs:
+        return False
+    return _unchanged(inputs, root) and _unchanged(outputs, usd_dir)
+
+
+def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> dict[str, Any] | TaskFailed:
+    """doit action: convert one entry through the lazy Python API (same key, same digest, same cache);
+    save the stamps of its inputs and outputs for ``built_unchanged``. Warnings are printed as the CLI
+    prints them (``usdforge: warning: …``, one line each).
+
+    cache: the cache folder, or None for no cache. root: the library's folder.
+    """
+    import warnings
+
+    from usdforge.pipeline.cli import show_warning
+
     die_with_parent()
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = show_warning
+        return _run_conversion(kind, cfg_json, cache, root)
+
+
+def _run_conversion(kind: str, cfg_json: str, cache: Any, root: str,
+                    seconds: float | None = None) -> dict[str, Any] | TaskFailed:
+    """``run_conversion`` without its warning set-up. cache: a folder, a ``pipeline.cache.Store`` (a cluster
+    build's, serving what a Dask worker converted) or None. seconds: the conversion's wall time for the
+    record when it ran elsewhere (a Dask worker); None: this call's."""
     from usdforge.pipeline.converters import converter_for
     from usdforge.pipeline.kinds import cfg_class
     from usdforge.rules.errors import ConversionError
     from usdforge.schemas import ConfigError, cfg_from_json
 
+    from usdforge.pipeline.conversion_record import recording
+
     try:
-        converter = converter_for(kind)(cfg_from_json(cfg_json, cfg_class(kind)))
+        with recording() as record:  # wall time and warnings, for `doit report`
+            converter = converter_for(kind)(cfg_from_json(cfg_json, cfg_class(kind)),
+                                            cache=cache if cache is not None else False)
     except (ConfigError, ConversionError, ValueError) as exc:
         return TaskFailed(str(exc))
     from usdforge.pipeline.lazy import read_key
     from usdforge.rules.outputs import key_file_name
 
     usd_dir = Path(converter.usd_dir)
-    key_path = usd_dir / key_file_name(converter.usd_file_name)
-    key = read_key(key_path)
-    written = [key_path, *(usd_dir / name for name in (key.outputs if key else {}))]
-    return {"usd_path": converter.usd_path, "outputs": {str(p): _stamp(str(p)) for p in written}}
+    key_name = key_file_name(converter.usd_file_name)
+    key = read_key(usd_dir / key_name)
+    outputs = [key_name, *(key.outputs if key else {})]
+    if seconds is not None:
+        record.seconds = seconds
+    record.save(usd_dir, converter.usd_file_name, usd_dir / key_name)
+    return {"usd_path": converter.usd_path, "converted": converter.converted and not converter.restored,
+            "restored": converter.restored,
+            "inputs": {os.path.relpath(p, root): _stamp(str(p)) for p in converter.inputs},
+            "outputs": {name: _stamp(str(usd_dir / name)) for name in outputs}}
 
 
 def report_error(message: str) -> TaskFailed:
@@ -165,34 +181,63 @@ def report_error(message: str) -> TaskFailed:
     return TaskFailed(message)
 
 
-def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY,
-                  build_dir: str | Path = DEFAULT_BUILD_DIR) -> Iterator[dict[str, Any]]:
-    """The ``convert`` (and ``scan``) subtasks for every entry of the manifest at ``library_path``."""
+def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | Path = DEFAULT_BUILD_DIR,
+                  cache: str | None = None, options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The ``convert`` subtasks for every entry of the manifest at ``library_path``.
+
+    cache: the build cache folder; None: ``$USDFORGE_CACHE``, else ``<build_dir>/cache`` ("off": none).
+    options: from ``pipeline.distributed.build_options``: ``scheduler``/``workers`` run each conversion on
+    Dask, ``shard=(i, n)`` keeps the entries of shard i of n. None: every entry, converted here.
+    """
+    from usdforge.pipeline.cache import BUILD_ENV, default_cache_dir
+
+    options = options or {}
+    if options.get("error"):
+        yield {"basename": "convert", "name": "options", "actions": [(report_error, [options["error"]])],
+               "doc": "the command line has an error", "verbosity": 2}
+        return
+    shard = options.get("shard")
+    if shard:
+        from usdforge.pipeline.distributed import shard_of
+    os.environ.setdefault(BUILD_ENV, uuid.uuid4().hex[:12])  # one build for the cache's statistics
+    if cache is None:
+        folder = default_cache_dir(build_dir)
+        cache = None if folder is None else str(folder)
+    elif cache.strip().lower() in ("", "off", "none", "0"):
+        cache = None
+    else:
+        cache = str(Path(cache).absolute())
     for spec in task_specs(library_path, build_dir):
+        manifest_error = "error" in spec and "kind" not in spec and spec["doc"] == MANIFEST_ERROR_DOC
+        if shard and not manifest_error and shard_of(spec["name"], shard[1]) != shard[0]:
+            continue  # another shard's entry (a broken manifest fails every shard)
         if "error" in spec:
             yield {"basename": "convert", "name": spec["name"], "actions": [(report_error, [spec["error"]])],
                    "doc": spec["doc"], "verbosity": 2}
             continue
         name = spec["name"]
-        if not os.path.isfile(spec["source"]):  # else doit reports a DependencyError of the scan task
+        if not os.path.isfile(spec["source"]):  # one usdforge line naming the entry, nothing converted
             yield {"basename": "convert", "name": name, "doc": spec["doc"], "verbosity": 2,
                    "actions": [(report_error, [f"{spec['source']}: source of library entry '{name}' not found"
                                                if not os.path.lexists(spec["source"]) else
                                                f"{spec['source']}: source of library entry '{name}' is not a "
                                                "regular file"])]}
             continue
-        yield {"basename": "scan", "name": name, "file_dep": [spec["source"]],
-               "actions": [(scan_references, [spec["kind"], spec["source"], spec["packages"]])],
-               "uptodate": [references_unchanged], "doc": f"find the files {name}'s source references",
-               "verbosity": 0}
         yield {
             "basename": "convert", "name": name, "doc": spec["doc"],
-            "file_dep": [spec["source"]], "calc_dep": [f"scan:{name}"],
-            "uptodate": [config_changed(spec["digest"]), outputs_intact],
+            "uptodate": [config_changed(spec["digest"]), (built_unchanged, [spec["root"], spec["usd_dir"]], {})],
             "targets": spec["targets"],
-            "clean": [(clean_outputs, [str(Path(spec["usd_path"]).parent), spec["key_path"], spec["targets"]])],
-            "actions": [(run_conversion, [spec["kind"], spec["cfg_json"]])],
+            "clean": [(clean_outputs, [spec["usd_dir"], spec["key_path"], spec["targets"]])],
+            "actions": [_conversion_action(spec, cache, options)],
         }
+
+
+def _conversion_action(spec: dict[str, Any], cache: str | None, options: dict[str, Any]) -> tuple:
+    if options.get("scheduler") or options.get("workers"):
+        from usdforge.pipeline.distributed import run_on_cluster
+
+        return (run_on_cluster, [spec["name"], spec["kind"], spec["cfg_json"], cache, spec["root"], options])
+    return (run_conversion, [spec["kind"], spec["cfg_json"], cache, spec["root"]])
 
 
 def run_ik_report(usd_path: str, ee_body: str, report_path: str, settings: dict[str, Any]) -> dict | TaskFailed:

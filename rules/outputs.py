@@ -12,9 +12,13 @@ PROPS_DIR = "Props"
 
 
 def resolve_usd_file_name(asset_path: str, usd_file_name: str | None) -> str:
-    """Isaac Lab's rule: the asset's stem + ``.usd`` when None; ``.usd`` appended unless ``.usd``/``.usda``."""
+    """Isaac Lab's rule: the asset's stem + ``.usd`` when None (``ur.urdf.xacro`` → ``ur.usd``); ``.usd``
+    appended unless ``.usd``/``.usda``."""
     if usd_file_name is None:
-        return Path(asset_path).stem + ".usd"
+        stem = Path(asset_path).stem
+        if str(asset_path).lower().endswith(".xacro") and stem.lower().endswith(".urdf"):
+            stem = stem[:-len(".urdf")]
+        return stem + ".usd"
     if usd_file_name.endswith((".usd", ".usda")):
         return usd_file_name
     return usd_file_name + ".usd"

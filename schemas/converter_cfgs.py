@@ -52,12 +52,14 @@ class AssetConverterBaseCfg:
 class MeshConverterCfg(AssetConverterBaseCfg):
     """Converting one mesh file (OBJ, STL, PLY, GLB/GLTF, OFF, DAE; FBX with the ``fbx`` extra) to USD.
 
-    mass_props: Mass properties for the root prim. Default None: no ``MassAPI``.
+    mass_props: Mass properties for the root prim, a rigid body: needs rigid_props (without it a warning,
+        and no ``MassAPI``). Default None: no ``MassAPI``.
     rigid_props: Rigid body properties for the root prim. Default None: no ``RigidBodyAPI`` (a static
         collider or plain geometry).
     collision_props: Collision properties for the mesh prims. Default None: no ``CollisionAPI``.
     mesh_collision_props: Collision approximation for the mesh prims. Default None: no
-        ``MeshCollisionAPI`` (only meaningful with collision_props).
+        ``MeshCollisionAPI``. Applies to collision meshes only: without collision_props a warning, and
+        nothing authored.
     translation: Translation of the geometry in m, (x, y, z). Default (0, 0, 0).
     rotation: Rotation of the geometry as a unit quaternion (x, y, z, w). Default (0, 0, 0, 1).
     scale: Scale of the geometry per axis, (x, y, z); non-zero. Default (1, 1, 1). Mesh files carry no

@@ -16,12 +16,17 @@ DIGEST_EXCLUDED_FIELDS = (*LOCATION_FIELDS, "force_usd_conversion", "allowed_roo
 
 
 def config_digest(cfg: Any, kind: str | None = None) -> str:
-    """SHA-256 (hex) of the canonical JSON of ``cfg`` without location fields, plus usdforge's version.
+    """SHA-256 (hex) of the canonical JSON of ``cfg`` without location fields (package folders included:
+    only the package names count), plus usdforge's version.
 
     kind: the conversion rule ("mesh", "urdf", "mjcf"); defaults to the cfg's class name.
     Stable across processes and machines: sorted keys, no whitespace, floats in Python's repr.
     """
     settings = {k: v for k, v in cfg_to_dict(cfg).items() if k not in DIGEST_EXCLUDED_FIELDS}
+    if settings.get("ros_package_paths"):
+        # A package's folder is a location: what matters is the content found there (the lazy check and
+        # the cache key hash every referenced file), so a moved checkout keeps its digest.
+        settings["ros_package_paths"] = sorted(entry["name"] for entry in settings["ros_package_paths"])
     payload = {"usdforge": __version__, "kind": kind or type(cfg).__name__, "cfg": settings}
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -32,8 +32,10 @@ class MujocoJointDrivePropertiesCfg(NewtonJointDrivePropertiesCfg):
 
     actuatorgravcomp: bool. Route the gravity compensation force through the actuator (``qfrc_actuator``,
         counted against ``actuatorfrcrange``) instead of ``qfrc_passive``. Default None (leave as authored;
-        MuJoCo: False). → ``mjc:actuatorgravcomp``. True needs body-level gravcomp: see
-        ``schemas.writer.effective_rigid_props``, which the converters use to enable it.
+        MuJoCo: False). → ``mjc:actuatorgravcomp``. True needs body-level gravcomp
+        (``MujocoRigidBodyPropertiesCfg.gravcomp``), or it does nothing. Isaac Lab's spawner enables that
+        itself when it applies both cfgs; usdforge's converters take no joint drive cfg, so code that
+        applies both to an asset gets the same rule from ``schemas.writer.effective_rigid_props``.
     """
 
     actuatorgravcomp: bool | None = bool_field()

@@ -181,6 +181,23 @@ def _package_paths(instance: Any, attribute: Any, value: Any) -> None:
                                                   f"{entry!r} at [{index}]")
 
 
+_XACRO_ARG_NAME = re.compile(r"^[^\s:=$(){}]+$")
+
+
+def _xacro_args(instance: Any, attribute: Any, value: Any) -> None:
+    if not isinstance(value, dict):
+        raise FieldValueError(attribute.name, f"expected a table of argument name → string value, found {value!r}")
+    for name, text in value.items():
+        if not (isinstance(name, str) and _XACRO_ARG_NAME.match(name)):
+            raise FieldValueError(attribute.name, f"{name!r} is not a xacro argument name")
+        if not isinstance(text, str):
+            raise FieldValueError(attribute.name, f"{name}: expected a string (xacro arguments are text), "
+                                                  f"found {text!r}")
+    if value and not str(instance.asset_path).lower().endswith(".xacro"):
+        raise FieldValueError(attribute.name, f"only a xacro source (a file named *.xacro) takes xacro arguments, "
+                                              f"and {instance.asset_path} is not one")
+
+
 def _non_negative(instance: Any, attribute: Any, value: Any) -> None:
     if not (_number(value) and value >= 0.0):
         raise FieldValueError(attribute.name, f"expected a number >= 0, found {value!r}")
@@ -200,6 +217,10 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
         their mass and inertia come from their collision shapes at this density. Default 0.0: such links
         get usdforge's small placeholder mass (``rules.robot.inertia.MASSLESS_MASS``) and a warning,
         because a dynamic body with mass 0 is invalid in UsdPhysics.
+    balance_inertia: bool. Repair link inertias whose principal moments break the triangle inequality
+        (A + B >= C) as MuJoCo's ``balanceinertia`` does: all three moments become their mean. Default
+        False: the source's inertia is written as given, with a warning naming the file, line and link
+        (MuJoCo's USD decoder then refuses the whole asset).
     merge_fixed_joints: bool. Remove fixed joints and merge each child link's visuals, collisions and
         inertial (parallel-axis theorem) into its parent, chains included; merged links stay findable as
         frames (child Xforms with ``usdforge:sourceName``) of the body they merged into. Default True.
@@ -223,9 +244,17 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
     replace_cylinders_with_capsules: bool. Collision cylinders become capsules of the same radius and
         cylinder length. Default False.
     merge_mesh: bool. Merge each link's visual meshes into one mesh per material. Default False.
-    ros_package_paths: list of ``{name, path}`` tables: ROS package folders for ``package://NAME/...``.
+    ros_package_paths: list of ``{name, path}`` tables: ROS package folders for ``package://NAME/...``
+        (and a xacro's ``$(find NAME)``).
         Default empty: a package NAME is then looked for as a folder named NAME in the URDF's folder and
         its ancestors. The pipeline fills it from a library entry's ``packages`` and ``--package``.
+    xacro_args: dict of str → str: arguments of a xacro source (``asset_path`` ending in ``.xacro``), as
+        ``name:=value`` on xacro's command line: ``{"ur_type": "ur5e", "name": "ur5e"}``. Default empty:
+        every ``<xacro:arg>`` takes its default. A xacro is expanded before reading (``rules.urdf.xacro``);
+        ``$(find pkg)`` resolves through ``ros_package_paths``, every file it reads re-converts the asset
+        when edited, and the arguments are recorded with the cfg in the output's ``<name>.usdforge.toml``.
+        Not an Isaac Lab field (its importer takes URDF only). Giving arguments for a non-xacro asset is
+        an error.
     robot_type: One of Isaac Sim's robot types (Default, End Effector, Manipulator, Humanoid, Wheeled,
         Holonomic, Quadruped, Mobile Manipulators, Aerial), written as ``isaac:robotType`` with
         ``IsaacRobotAPI`` on the root prim. Default "Default".
@@ -241,6 +270,7 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
     fix_base: bool = attrs.field(default=False, validator=bool_value)
     root_link_name: str | None = None
     link_density: float = attrs.field(default=0.0, converter=_gain_converter, validator=_non_negative)
+    balance_inertia: bool = attrs.field(default=False, validator=bool_value)
     merge_fixed_joints: bool = attrs.field(default=True, validator=bool_value)
     convert_mimic_joints_to_normal_joints: bool = attrs.field(default=False, validator=bool_value)
     joint_drive: JointDriveCfg | None = attrs.field(factory=JointDriveCfg)
@@ -250,6 +280,7 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
     replace_cylinders_with_capsules: bool = attrs.field(default=False, validator=bool_value)
     merge_mesh: bool = attrs.field(default=False, validator=bool_value)
     ros_package_paths: list[dict[str, str]] = attrs.field(factory=list, validator=_package_paths)
+    xacro_args: dict[str, str] = attrs.field(factory=dict, validator=_xacro_args)
     robot_type: str = attrs.field(default="Default", validator=_one_of(ROBOT_TYPES))
     run_asset_transformer: bool = attrs.field(default=True, validator=bool_value)
 

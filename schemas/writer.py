@@ -10,7 +10,10 @@ On top of ``author_cfg`` (one cfg → one prim) sit functions in Isaac Lab's sha
 every prim that has the group's API; the subtree below a prim that took the cfg is not searched further).
 They raise ValueError when ``prim_path`` names no prim, and return False when no prim took the cfg.
 The writer-side fields (``fix_root_link``, ``ensure_drives_exist``) are handled here, and
-``effective_rigid_props`` gives the converters the rigid cfg with MuJoCo gravity compensation enabled.
+``effective_rigid_props`` is Isaac Lab's spawner rule for MuJoCo gravity compensation (a joint drive cfg
+with ``actuatorgravcomp`` enables body ``gravcomp``), for code that applies a rigid and a joint drive cfg to
+one asset; usdforge's converters take no joint drive cfg and do not call it (MJCF ``gravcomp`` is the
+source's own, ``rules.mjcf.dynamics``).
 """
 
 from __future__ import annotations

@@ -110,10 +110,10 @@ def test_parallel_build_equals_serial_build_byte_for_byte(project, tmp_path):
     result = doit(parallel_work, "-n", "2", "convert", library=library)
     assert result.returncode == 0, result.stderr
     serial = {p.relative_to(work / "build/usd"): p.read_bytes() for p in (work / "build/usd").rglob("*")
-              if p.is_file() and not p.name.endswith(".usdforge.toml")}
+              if p.is_file() and not p.name.endswith((".usdforge.toml", ".convert.json"))}
     parallel = {p.relative_to(parallel_work / "build/usd"): p.read_bytes()
                 for p in (parallel_work / "build/usd").rglob("*")
-                if p.is_file() and not p.name.endswith(".usdforge.toml")}
+                if p.is_file() and not p.name.endswith((".usdforge.toml", ".convert.json"))}
     assert serial.keys() == parallel.keys() and serial == parallel
 
 
@@ -199,3 +199,32 @@ fix_base = true
     library.write_text(entry.replace("seed = 3", "seed = 4"))
     changed = doit(tmp_path, "ik", library=library)
     assert ".  ik:arm" in changed.stdout and ".  convert:arm" not in changed.stdout
+
+
+def test_warnings_print_one_line_each_like_the_cli_and_list_describes_each_group(tmp_path):
+    """Issue 11 item 9: a conversion warning in `doit convert` is `usdforge: warning: …` on one line (as the
+    CLI prints it), not Python's `file:line: ConversionWarning:` plus a line of our source; in `doit list`
+    no task group shows another group's description (it once showed the scan group with convert's)."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "arm.urdf").write_text("""<robot name="arm">
+  <link name="base"><inertial><mass value="1"/><inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/>
+  </inertial></link>
+  <link name="tip"/>
+  <joint name="hinge" type="revolute"><parent link="base"/><child link="tip"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+</robot>
+""")
+    library = tmp_path / "lib" / "library.toml"
+    library.write_text('[[assets]]\nname = "arm"\nsource = "arm.urdf"\n')
+    work = tmp_path / "work"
+    work.mkdir()
+    result = doit(work, "convert", library=library)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if "placeholder mass" in line]
+    assert len(lines) == 1 and lines[0].startswith("usdforge: warning: "), result.stderr
+    assert "arm.urdf" in lines[0] and '<link name="tip">' in lines[0]
+    assert "ConversionWarning" not in result.stderr and "warn(" not in result.stderr
+    listing = doit(work, "list", library=library)
+    described = dict(line.split(None, 1) for line in listing.stdout.splitlines() if line.strip())
+    assert described["convert"].startswith("Convert every library entry")
+    assert len(set(described.values())) == len(described), described  # no group borrows another's

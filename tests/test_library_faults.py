@@ -40,7 +40,7 @@ def tree_digest(folder: Path) -> dict[str, str]:
 
     digest = {}
     for path in sorted(folder.rglob("*")):
-        if path.is_file():
+        if path.is_file() and not path.name.endswith(".convert.json"):  # that one records wall times
             relative = path.relative_to(folder).as_posix()
             if path.name.endswith(".usdforge.toml"):
                 key = tomllib.loads(path.read_text())

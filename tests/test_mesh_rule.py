@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +200,45 @@ def test_assimp_reader_gives_trimesh_geometry(tmp_path):
     merged = trimesh.util.concatenate([p.mesh for p in parts])
     np.testing.assert_allclose(merged.bounds, box_mesh().bounds, atol=1e-6)
     assert merged.volume == pytest.approx(box_mesh().volume)
+
+
+_FIELDS = {"mass_props": MassPropertiesCfg(mass=2.0), "rigid_props": RigidBodyBaseCfg(rigid_body_enabled=True),
+           "collision_props": CollisionBaseCfg(collision_enabled=True),
+           "mesh_collision_props": MeshCollisionBaseCfg(mesh_approximation_name="convexHull")}
+
+
+@pytest.mark.parametrize("fields", [combo for n in range(1, 5) for combo in itertools.combinations(_FIELDS, n)],
+                         ids=lambda combo: "+".join(name.removesuffix("_props") for name in combo))
+@pytest.mark.parametrize("instanceable", [True, False])
+def test_schema_combinations_do_what_each_field_means(tmp_path, fields, instanceable):
+    """Issue 11 item 7: MassAPI only on a rigid body (mass_props is the body's mass), MeshCollisionAPI only on
+    a collider (mesh_collision_props approximates the collision meshes); a field that cannot apply is one
+    warning. OpenUSD's validators pass every combination."""
+    from pxr import UsdValidation
+
+    source = write_mesh(tmp_path, "obj")
+    cfg = MeshConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"), make_instanceable=instanceable,
+                           **{name: _FIELDS[name] for name in fields})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stage = Usd.Stage.Open(MeshConverter(cfg).usd_path)
+    prims = list(Usd.PrimRange(stage.GetPseudoRoot(), Usd.TraverseInstanceProxies()))
+    for prim in prims:
+        if prim.HasAPI(UsdPhysics.MassAPI):
+            assert prim.HasAPI(UsdPhysics.RigidBodyAPI) or prim.HasAPI(UsdPhysics.CollisionAPI), prim.GetPath()
+        if prim.HasAPI(UsdPhysics.MeshCollisionAPI):
+            assert prim.HasAPI(UsdPhysics.CollisionAPI), prim.GetPath()
+    has = {name: any(prim.HasAPI(api) for prim in prims) for name, api in
+           (("rigid_props", UsdPhysics.RigidBodyAPI), ("mass_props", UsdPhysics.MassAPI),
+            ("collision_props", UsdPhysics.CollisionAPI), ("mesh_collision_props", UsdPhysics.MeshCollisionAPI))}
+    expected = {"rigid_props": "rigid_props" in fields, "collision_props": "collision_props" in fields,
+                "mass_props": {"mass_props", "rigid_props"} <= set(fields),
+                "mesh_collision_props": {"mesh_collision_props", "collision_props"} <= set(fields)}
+    assert has == expected
+    messages = [str(w.message) for w in caught if "without" in str(w.message)]
+    ignored = [name for name in ("mass_props", "mesh_collision_props") if name in fields and not expected[name]]
+    assert sorted(m.split(": ")[1].split(" ")[0] for m in messages) == sorted(ignored), messages
+    registry = UsdValidation.ValidationRegistry()
+    names = [m.name for m in registry.GetAllValidatorMetadata() if m.name.startswith("usdPhysicsValidators:")]
+    context = UsdValidation.ValidationContext(registry.GetOrLoadValidatorsByName(names))
+    assert [e.GetMessage() for e in context.Validate(stage) if e.GetType() == UsdValidation.ValidationErrorType.Error] == []

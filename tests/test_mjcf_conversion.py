@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from pxr import Usd, UsdGeom, UsdPhysics
 
+from usdforge.rules.verify.articulation import articulation_problems
 from usdforge.rules.mjcf.bodies import HINGE, SLIDE, joint_name
 from test_mjcf_support import (CORPUS_CFG, UNCOMPILABLE, UsdKinematics, body_prims, compiled, conformance_fixtures,
                                converted, corpus_models, mujoco_configuration, parse_physics, physics_errors, pose,
@@ -106,6 +107,7 @@ def test_articulations_are_trees(case):
     roots = [str(p) for p in parsed.get(UsdPhysics.ObjectType.Articulation, ([], []))[0]]
     for root in roots:
         assert stage.GetPrimAtPath(root).HasAPI(UsdPhysics.RigidBodyAPI)
+    assert articulation_problems(stage) == []
 
 
 @pytest.mark.parametrize("case", REFERENCE)

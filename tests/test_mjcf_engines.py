@@ -216,3 +216,48 @@ def test_newton_loads_and_simulates_like_its_mjcf_import(name, corpus, newton):
     assert result["dofs"][0] == result["dofs"][1] and result["limited_joints"][0] == result["limited_joints"][1]
     assert result["mass"] < MASS_TOLERANCE and result["limits"] < 1e-5
     assert result["rollout"] < POSITION_TOLERANCE, f"{result['worst']} off by {result['rollout']:.2e} m"
+
+
+OVERLAPPING_SCRIPT = """
+    import json, sys, numpy as np, warp as wp
+    wp.config.quiet = True
+    import newton
+    from newton.solvers import SolverMuJoCo
+    source, usd = json.loads(sys.argv[1])["overlapping"]
+    out = {}
+    for kind in ("mjcf", "usd"):
+        builder = newton.ModelBuilder()
+        builder.add_mjcf(source) if kind == "mjcf" else builder.add_usd(usd)  # default settings
+        model = builder.finalize(device="cpu")
+        solver = SolverMuJoCo(model, use_mujoco_cpu=True)
+        state, nxt, control = model.state(), model.state(), model.control()
+        newton.eval_fk(model, model.joint_q, model.joint_qd, state)
+        for _ in range(250):
+            solver.step(state, nxt, control, None, 0.002)
+            state, nxt = nxt, state
+        out[kind] = {"bodies": sorted(label.split("/")[-1] for label in builder.body_label),
+                     "joints": builder.joint_count, "dofs": builder.joint_dof_count,
+                     "articulations": builder.articulation_count,
+                     "finite": bool(np.isfinite(state.body_q.numpy()).all())}
+    print(json.dumps(out))
+"""
+
+
+def test_newton_loads_welded_fixed_bases_with_default_settings(tmp_path):
+    """Issue 17: the fixture with two welded fixed bases made Newton's add_usd fail (two articulations
+    sharing bodies). With default settings it now loads: one articulation, a finite 0.5 s rollout, and the
+    counts of add_mjcf, except the intermediate links (and their joints) of multi-hinge bodies, which the
+    USD has and Newton's MJCF import does not (docs/usd_layout.md)."""
+    from test_articulations import OVERLAPPING
+
+    usd = converted(OVERLAPPING).usd_path
+    result = run_engine("newton", OVERLAPPING_SCRIPT, {"overlapping": (OVERLAPPING, usd)}, tmp_path)
+    mjcf, ours = result["mjcf"], result["usd"]
+    assert ours["finite"] and mjcf["finite"]
+    assert ours["articulations"] == mjcf["articulations"] == 1
+    assert ours["dofs"] == mjcf["dofs"]
+    model = mujoco.MjModel.from_xml_path(str(OVERLAPPING))
+    intermediate = int(sum(max(int(n) - 1, 0) for n in model.body_jntnum))
+    assert [b for b in ours["bodies"] if "__" not in b] == mjcf["bodies"]
+    assert len(ours["bodies"]) == len(mjcf["bodies"]) + intermediate
+    assert ours["joints"] == mjcf["joints"] + intermediate

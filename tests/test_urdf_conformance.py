@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from pxr import Gf, UsdGeom, UsdPhysics, UsdShade
 
+from usdforge.rules.verify.articulation import articulation_problems
 from usdforge.rules.verify.urdf import verify_urdf
 from test_urdf_support import (CONFORMANCE, applied_schemas, conformance_files, conformance_packages, convert_urdf,
                                joints, mesh_prims, open_stage, physics_validation_errors, prims_by_source_name)
@@ -29,6 +30,7 @@ def test_fixture_converts_validates_and_matches_urdf(urdf):
     result = convert_urdf(urdf, conformance_packages(urdf))
     assert result.usd.is_file()
     assert physics_validation_errors(result.usd) == []
+    assert articulation_problems(open_stage(result.usd)) == []
     report = verify_urdf(urdf, result.usd, conformance_packages(urdf), configurations=20, seed=3)
     assert report.ok, str(report)
 

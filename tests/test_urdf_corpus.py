@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from pxr import UsdGeom, UsdPhysics
 
+from usdforge.rules.verify.articulation import articulation_problems
 from usdforge.rules.verify.urdf import verify_urdf
 from test_urdf_support import (Converted, applied_schemas, convert_urdf, corpus_entries, corpus_packages,
                                corpus_urdf, joints, mesh_prims, open_stage, physics_validation_errors,
@@ -31,6 +32,7 @@ def test_corpus_robot_converts_validates_and_matches_urdf_kinematics(name):
     result = converted(name)
     assert result.usd.is_file()
     assert physics_validation_errors(result.usd) == []
+    assert articulation_problems(open_stage(result.usd)) == []
     report = verify_urdf(corpus_urdf(entry), result.usd, corpus_packages(entry), configurations=20, seed=7)
     assert report.ok, str(report)
     assert report.configurations == 20

@@ -1,5 +1,6 @@
-"""Each corpus robot loads in Newton 1.8 (``ModelBuilder.add_usd``) with the body, joint and DoF counts, the
-joint types and limits, and the total mass that ``add_urdf`` gives on the source URDF.
+"""Each corpus robot loads in Newton 1.8 (``ModelBuilder.add_usd`` with its default settings) with the body,
+joint and DoF counts, the joint types and limits, velocity limits, damping and friction, and the total mass
+that ``add_urdf`` gives on the source URDF.
 
 Newton pins usd-core < 26.9 and mujoco 3.17, which clash with usdforge's, so it lives in its own virtual
 environment (``tests/engines.py``: ``build/venv-newton``, created on first use, then reused); a small
@@ -36,7 +37,10 @@ SCRIPT = textwrap.dedent('''
             joints[label.rsplit("/", 1)[-1]] = {
                 "type": int(builder.joint_type[index]),
                 "lower": [float(builder.joint_limit_lower[d]) for d in dofs],
-                "upper": [float(builder.joint_limit_upper[d]) for d in dofs]}
+                "upper": [float(builder.joint_limit_upper[d]) for d in dofs],
+                "velocity": [float(builder.joint_velocity_limit[d]) for d in dofs],
+                "damping": [float(builder.joint_damping[d]) for d in dofs],
+                "friction": [float(builder.joint_friction[d]) for d in dofs]}
         return {"bodies": builder.body_count, "joints": builder.joint_count, "dofs": builder.joint_dof_count,
                 "mass": float(sum(builder.body_mass)), "per_joint": joints}
 
@@ -112,3 +116,29 @@ def _urdf_joints(path: Path):
     from usdforge.rules.xml import SAFE_XML
 
     return etree.parse(str(path), SAFE_XML).getroot().findall("joint")
+
+
+@pytest.mark.parametrize("name", [entry["name"] for entry in corpus_entries()])
+def test_newton_default_reader_sees_velocity_limits_damping_and_friction(newton_results, name):
+    """``add_usd`` with its default (Newton-only) schema resolver reads the URDF's ``<limit velocity>`` and
+    ``<dynamics damping friction>`` as ``add_urdf`` does (issue 17): they are authored as ``newton:*``."""
+    results, _ = newton_results
+    urdf, usd = results[name]["urdf"], results[name]["usd"]
+    source = {joint.get("name"): joint for joint in _urdf_joints(corpus_urdf(next(
+        e for e in corpus_entries() if e["name"] == name)))}
+    compared = 0
+    for label, theirs in urdf["per_joint"].items():
+        joint = source.get(label)
+        if label not in usd["per_joint"] or joint is None or joint.get("type") == "fixed":
+            continue
+        has = {"velocity": joint.find("limit") is not None and joint.find("limit").get("velocity") is not None,
+               "damping": joint.find("dynamics") is not None and joint.find("dynamics").get("damping") is not None,
+               "friction": joint.find("dynamics") is not None and joint.find("dynamics").get("friction") is not None}
+        for key in ("velocity", "damping", "friction"):
+            if has[key]:
+                compared += 1
+                assert usd["per_joint"][label][key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-7), \
+                    f"{name}: joint {label} {key}: add_usd {usd['per_joint'][label][key]}, add_urdf {theirs[key]}"
+    sources = sum(1 for j in source.values() if j.get("type") != "fixed" and (
+        (j.find("limit") is not None and j.find("limit").get("velocity") is not None) or j.find("dynamics") is not None))
+    assert (compared > 0) == (sources > 0), f"{name}: {compared} values compared for {sources} joints"

@@ -342,3 +342,54 @@ def test_conversion_is_byte_identical_in_the_same_and_in_another_process(tmp_pat
               f"ros_package_paths={[{'name': k, 'path': v} for k, v in packages.items()]!r}), Path({str(out)!r}))")
     subprocess.run([sys.executable, "-c", script], check=True, cwd=REPO, capture_output=True)
     assert _digests([p for p in out.rglob("*") if p.is_file()], out) == runs[0]
+
+
+_LOPSIDED = """<?xml version="1.0"?>
+<robot name="lopsided">
+  <link name="base">
+    <inertial><mass value="2.0"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial>
+  </link>
+  <link name="arm">
+    <inertial>
+      <origin xyz="0 0 0.1" rpy="0.3 0 0"/>
+      <mass value="1.0"/>
+      <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.05"/>
+    </inertial>
+  </link>
+  <joint name="hinge" type="revolute">
+    <parent link="base"/><child link="arm"/><axis xyz="0 1 0"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/>
+  </joint>
+</robot>
+"""
+
+
+def _diagonal_inertia(usd: Path, link: str) -> list[float]:
+    mass = UsdPhysics.MassAPI(prims_by_source_name(open_stage(usd))[link])
+    return sorted(mass.GetDiagonalInertiaAttr().Get())
+
+
+def test_inertia_breaking_the_triangle_inequality_warns_with_file_line_and_link(tmp_path):
+    urdf = tmp_path / "lopsided.urdf"
+    urdf.write_text(_LOPSIDED)
+    result = convert_urdf(urdf)
+    line = next(i for i, text in enumerate(_LOPSIDED.splitlines(), 1) if 'izz="0.05"' in text)
+    [message] = [w for w in result.warnings if "triangle inequality" in w]
+    assert message.startswith(f"{urdf}:{line}:") and "link 'arm'" in message, message
+    # Off by default: the USD says what the source says.
+    assert _diagonal_inertia(result.usd, "arm") == pytest.approx([0.01, 0.01, 0.05], rel=1e-6)
+
+
+def test_balance_inertia_repairs_like_mujocos_balanceinertia(tmp_path):
+    urdf = tmp_path / "lopsided.urdf"
+    urdf.write_text(_LOPSIDED)
+    result = convert_urdf(urdf, balance_inertia=True)
+    # The reference: MuJoCo's own compiler with balanceinertia on the same principal moments.
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><compiler balanceinertia="true"/><worldbody><body name="arm"><joint/>'
+        '<inertial pos="0 0 0" mass="1" diaginertia="0.01 0.01 0.05"/></body></worldbody></mujoco>')
+    assert _diagonal_inertia(result.usd, "arm") == pytest.approx(sorted(model.body_inertia[1]), rel=1e-6)
+    assert _diagonal_inertia(result.usd, "base") == pytest.approx([0.1, 0.1, 0.1], rel=1e-6)  # valid: kept
+    mass = UsdPhysics.MassAPI(prims_by_source_name(open_stage(result.usd))["arm"])
+    assert mass.GetMassAttr().Get() == pytest.approx(1.0)
+    assert tuple(mass.GetCenterOfMassAttr().Get()) == pytest.approx((0.0, 0.0, 0.1), abs=1e-7)

@@ -20,7 +20,8 @@ from typing import Any
 # ``usdforge``; extending the path lets its subpackages be found in the installed copy.
 __path__ = extend_path(__path__, __name__)
 
-from usdforge.schemas._version import __version__  # noqa: E402 - after the path is complete
+# ``__version__`` is served by ``__getattr__`` too: importing ``usdforge.schemas._version`` here would run
+# ``usdforge.schemas`` (cattrs and every cfg class, ~0.4 s) in every process, a no-op ``doit convert`` too.
 
 _CONVERTERS = ("AssetConverterBase", "MeshConverter", "UrdfConverter", "MjcfConverter", "converter_for")
 
@@ -28,6 +29,8 @@ _CONVERTERS = ("AssetConverterBase", "MeshConverter", "UrdfConverter", "MjcfConv
 def _module_of(name: str) -> str | None:
     if name in _CONVERTERS:
         return "usdforge.pipeline.converters"
+    if name == "__version__":
+        return "usdforge.schemas._version"
     if name in ("solvers", "pipeline", "rules", "schemas"):
         return f"usdforge.{name}"
     from usdforge import schemas
@@ -48,4 +51,4 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     from usdforge import schemas
 
-    return sorted({*globals(), *_CONVERTERS, *schemas.__all__, "solvers", "pipeline", "rules", "schemas"})
+    return sorted({*globals(), "__version__", *_CONVERTERS, *schemas.__all__, "solvers", "pipeline", "rules", "schemas"})

@@ -1,7 +1,9 @@
 """Mesh file → USD: the parts ``rules.mesh.read`` reads, authored with pxr's typed Usd API.
 
-Output (Isaac Lab's structure): ``/<name>`` Xform carrying RigidBodyAPI / MassAPI when configured, and
-``/<name>/geometry`` holding one mesh prim per part of the file. With ``make_instanceable`` the geometry
+Output (Isaac Lab's structure): ``/<name>`` Xform carrying RigidBodyAPI (``rigid_props``) and MassAPI
+(``mass_props``, only on a rigid body), and ``/<name>/geometry`` holding one mesh prim per part of the
+file, with CollisionAPI (``collision_props``) and MeshCollisionAPI (``mesh_collision_props``, only on
+colliders). A field that cannot apply is a warning, not a stray schema. With ``make_instanceable`` the geometry
 lives in a separate binary layer (``Props/<stem>_meshes.usd``) that ``/<name>/geometry`` references as an
 instanceable prim, by a relative path, so the folder can be moved.
 """
@@ -14,6 +16,7 @@ import numpy as np
 import trimesh
 from pxr import Sdf, Usd, UsdGeom, UsdPhysics
 
+from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.usd.finite import names_the_asset
 from usdforge.rules.files import MAX_FILE_BYTES, Reference, check_model_file, check_references, model_roots
@@ -63,7 +66,7 @@ def author_parts(stage: Usd.Stage, parent: Sdf.Path, parts: list[MeshPart], cfg:
         if cfg.collision_props is not None:
             UsdPhysics.CollisionAPI.Apply(usd_mesh.GetPrim())
             author_cfg(usd_mesh.GetPrim(), cfg.collision_props)
-        if cfg.mesh_collision_props is not None:
+        if cfg.mesh_collision_props is not None and cfg.collision_props is not None:
             UsdPhysics.MeshCollisionAPI.Apply(usd_mesh.GetPrim())
             author_cfg(usd_mesh.GetPrim(), cfg.mesh_collision_props)
 
@@ -109,8 +112,17 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     if cfg.rigid_props is not None:
         UsdPhysics.RigidBodyAPI.Apply(root)
         author_cfg(root, cfg.rigid_props)
-    if cfg.mass_props is not None:
+    # What each field means (Isaac Lab's reference): mesh_collision_props is the approximation of the
+    # collision meshes, so there is none without collision_props; mass_props is the mass of the rigid
+    # body, and UsdPhysics' MassAPI means something only on a rigid body (or a collider of one).
+    if cfg.mass_props is not None and cfg.rigid_props is not None:
         author_mass_properties(root, cfg, parts, asset)
+    elif cfg.mass_props is not None:
+        warn(asset, "mass_props without rigid_props: a static asset has no mass (UsdPhysics' MassAPI needs a "
+             "rigid body); not authored")
+    if cfg.mesh_collision_props is not None and cfg.collision_props is None:
+        warn(asset, "mesh_collision_props without collision_props: there are no collision meshes to "
+             "approximate; not authored")
     geometry = root.GetPath().AppendChild("geometry")
     translation, orientation, scale = matrix_to_pose(geometry_transform(cfg))
     if cfg.make_instanceable:

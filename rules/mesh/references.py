@@ -6,12 +6,15 @@ No pxr here: doit's scan tasks run this in the parent process.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
+from stat import S_ISREG
 from typing import Callable
 
 from lxml import etree
 
+from usdforge.rules.files import MAX_FILE_BYTES
 from usdforge.rules.xml import SAFE_XML
 
 _MTL_MAPS = re.compile(r"^\s*(map_\w+|bump|disp|decal|refl|norm)\s+(.+?)\s*$", re.IGNORECASE)
@@ -72,11 +75,28 @@ MESH_SCANNERS: dict[str, Callable[[Path], list[Path]]] = {
 }
 
 
+_SCANNED: dict[tuple, list[Path]] = {}
+
+
 def mesh_references(path: Path) -> list[Path]:
     """Files a mesh file references (materials, textures, buffers), whether they exist or not; none for
     self-contained formats (STL, PLY, OFF, GLB), and none read from a file that is not a regular file of
-    at most ``rules.files.MAX_FILE_BYTES`` (the conversion reports it)."""
-    from usdforge.rules.files import regular_file_problem
+    at most ``rules.files.MAX_FILE_BYTES`` (the conversion reports it).
 
+    A file is scanned once per process while its path, inode, size and modification time stay the same
+    (the dependency scan and the mesh cache's key both ask)."""
     scanner = MESH_SCANNERS.get(path.suffix.lower().lstrip("."))
-    return scanner(path) if scanner and regular_file_problem(path) is None else []
+    if not scanner:
+        return []
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return []
+    if not S_ISREG(stat.st_mode) or stat.st_size > MAX_FILE_BYTES:
+        return []
+    stamp = (os.path.abspath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if stamp not in _SCANNED:
+        if len(_SCANNED) > 4096:
+            _SCANNED.clear()
+        _SCANNED[stamp] = scanner(Path(path))
+    return list(_SCANNED[stamp])

@@ -6,7 +6,9 @@ defaults, frames, attach and ``ref`` are MuJoCo's own. The rules (docs/usd_layou
 - A body welded to the world (no joint on it or on an ancestor: ``body_weldid == 0``) is a *static* link:
   colliders only, no rigid body. The world body is one too when it has geoms or sites. A world-welded
   body that is the parent of a moving body is instead a *fixed base*: a rigid body with a fixed joint to
-  the world, the root of that fixed-base articulation (as a URDF robot's base link).
+  the world, the root of that fixed-base articulation (as a URDF robot's base link). A fixed base welded
+  to another fixed base (its parent) is welded to it by a fixed joint inside the same articulation, not
+  to the world: bodies welded to each other are one rigid group with one articulation root.
 - A ``mocap`` body, and the bodies welded to it, are kinematic rigid bodies.
 - A free joint makes its body a floating root (no joint), or, with ``fix_base``, a root fixed to the world.
 - A jointless body on a moving parent is welded to it by a fixed joint.
@@ -215,7 +217,13 @@ def read_bodies(loaded: LoadedModel, name: str, fix_base: bool = False) -> tuple
                 custom[MASSLESS_ATTRIBUTE] = True
             new_link(link_name, pose, inertial=static_inertial, custom=custom)
             bodies.link_of_body[body] = link_name
-            if body in anchors:
+            if body in anchors and parent_link in bodies.fixed_bases:
+                # Welded to a fixed base that is itself welded to the world: one rigid group, one
+                # articulation; a second joint to the world would root a second, overlapping one.
+                bodies.fixed_bases.add(link_name)
+                robot.joints.append(_fixed_joint(unique(f"{link_name}_fixed", joint_names), parent_link,
+                                                 link_name, poses[parent_link], pose))
+            elif body in anchors:
                 bodies.fixed_bases.add(link_name)
                 robot.joints.append(_fixed_joint(unique(f"{link_name}_fixed_base", joint_names), None,
                                                  link_name, None, pose))

@@ -244,14 +244,24 @@ def set_aside_file_textures(spec: mujoco.MjSpec, model_dir: Path) -> dict[int, P
     return files
 
 
+def _parsed(path: Path) -> mujoco.MjSpec:
+    """The spec as ``load_mjcf`` has it before compiling (file textures set aside)."""
+    spec = parse_spec(path)
+    set_aside_file_textures(spec, path.parent)
+    return spec
+
+
 def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedModel:
-    """Parse and compile the MJCF model at ``path`` (see the module docstring).
+    """Parse and compile the MJCF model at ``path`` (see the module docstring); inside the pipeline's
+    mesh cache, the compiled model is reused from the build cache when the files are unchanged
+    (``rules.mjcf.compiled``).
 
     allowed_roots: folders besides the model's own whose files it may reference. Every file the model
     references (includes, meshes, textures, …) is checked first (``rules.files``): inside those folders, a
     regular file of bounded size, textures decodable images; MuJoCo never gets to read anything else.
     """
     from usdforge.rules.files import check_model_file, check_references, model_roots
+    from usdforge.rules.mjcf.compiled import cached_model, store_model
     from usdforge.rules.mjcf.references import mjcf_file_references
 
     path = Path(path).absolute()
@@ -263,7 +273,15 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
     for attribute in ("meshdir", "texturedir"):
         compiler_dir(spec, attribute, path)  # here, so that the error names the model file
     textures = set_aside_file_textures(spec, path.parent)
-    loaded = compile_repaired(path, spec)
+    model, token = cached_model(path, spec)  # the build cache's compiled model of these files, if any
+    if model is not None:
+        data = mujoco.MjData(model)
+        mujoco.mj_kinematics(model, data)
+        loaded = LoadedModel(path, spec, model, data)
+    else:
+        loaded = compile_repaired(path, spec)
+        if not (loaded.warnings or loaded.skipped or loaded.trimesh_meshes):  # repairs edit the spec: not reused
+            store_model(token, loaded.model, lambda: _parsed(path))
     loaded.texture_files = textures
     loaded.warnings.extend(f"MuJoCo: {message}" for message in mujoco_warnings())
     return loaded

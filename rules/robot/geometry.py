@@ -1,9 +1,17 @@
 """A robot's shapes: primitives, mesh shapes referencing ``/Prototypes/<mesh>`` (geometry layer, one per
 mesh file and scale, with its parts' own materials), colliders (``CollisionAPI``, ``MeshCollisionAPI``),
-merged visual meshes, and convex decomposition with CoACD when asked for."""
+merged visual meshes, and convex decomposition with CoACD when asked for.
+
+With a build cache (``meshes.mesh_cache``) and layered output, the geometry layer is an artifact of its
+own: a cfg edit that leaves the prototypes alone copies the cached layer in instead of authoring it."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import json
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +21,23 @@ from pxr import Sdf
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.robot.layers import RobotLayers
 from usdforge.rules.robot.materials import Materials, color_key, image_key, material_key
-from usdforge.rules.robot.meshes import MeshLibrary, MeshPart
+from usdforge.rules.robot.meshes import MeshLibrary, MeshPart, active_mesh_cache
 from usdforge.rules.robot.model import Link, Material, Shape
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.usd.stage import unique_name
 
 T = Sdf.ValueTypeNames
+_GEOMETRY_FILE = "geometry.usd"
+
+
+@cache
+def _geometry_code_stamp() -> str:
+    """The code and library that turn prototypes into the geometry layer's bytes."""
+    rules = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256(importlib.metadata.version("usd-core").encode())
+    for path in sorted([*(rules / "robot").glob("*.py"), *(rules / "usd").glob("*.py"), rules / "outputs.py"]):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
 
 
 class Shapes:
@@ -33,6 +52,9 @@ class Shapes:
         self._prototypes: dict[tuple, tuple[Sdf.Path, list[str]]] = {}
         self._prototype_names: set[str] = set()
         self._decomposer_missing_warned = False
+        #: Prototypes whose geometry-layer authoring waits for ``geometry_layer`` (layered output with a
+        #: build cache: the layer may come from the cache), else None: authored at once.
+        self._deferred: list[tuple] | None = [] if layers.layered and active_mesh_cache() is not None else None
 
     def shape(self, path: Sdf.Path, shape: Shape) -> None:
         g = shape.geometry
@@ -143,33 +165,77 @@ class Shapes:
         key = (str(mesh), tuple(scale), decompose)
         if key in self._prototypes:
             return self._prototypes[key]
-        layer = self.layers.layer("geometry")
-        prototypes = Sdf.Path("/Prototypes")
-        sdf.prim(layer, prototypes, specifier=Sdf.SpecifierClass)
         name = unique_name(f"{Path(mesh).stem}_{Path(mesh).suffix.lstrip('.').lower()}"
                            + ("_convex" if decompose else ""), self._prototype_names)
-        path = prototypes.AppendChild(name)
-        sdf.prim(layer, path, "Xform")
+        path = Sdf.Path("/Prototypes").AppendChild(name)
         parts = self.meshes.parts(mesh, scale)
         if decompose:
             parts = self._decompose(parts)
         part_names: list[str] = []
+        materials: list[str | None] = []
         taken = {"Looks"}
         for part in parts:
             part_name = unique_name(part.name, taken)
             part_names.append(part_name)
+            has_material = part.color is not None or part.texture is not None or part.image is not None
+            materials.append(self.materials.material(part.color, part.texture, part.image,
+                                                     f"{Path(mesh).stem}_{part_name}") if has_material else None)
+        if self._deferred is None:
+            self._author_prototype(path, parts, part_names, materials)
+        else:
+            self._deferred.append((path, parts, part_names, materials))
+        self._prototypes[key] = (path, part_names)
+        return self._prototypes[key]
+
+    def _author_prototype(self, path: Sdf.Path, parts: list[MeshPart], part_names: list[str],
+                          materials: list[str | None]) -> None:
+        """Everything of one prototype in the geometry layer (the only writer of that layer)."""
+        layer = self.layers.layer("geometry")
+        sdf.prim(layer, Sdf.Path("/Prototypes"), specifier=Sdf.SpecifierClass)
+        sdf.prim(layer, path, "Xform")
+        for part, part_name, material in zip(parts, part_names, materials):
             spec = sdf.mesh(layer, path.AppendChild(part_name), part.points, part.faces, normals=part.normals,
                             normal_indices=part.normal_indices, uv=part.uv, colors=part.colors)
-            if part.color is not None or part.texture is not None or part.image is not None:
-                material = self.materials.material(part.color, part.texture, part.image, f"{Path(mesh).stem}_{part_name}")
+            if material is not None:
                 look = path.AppendChild("Looks").AppendChild(material)
                 if layer.GetPrimAtPath(look) is None:
                     sdf.prim(layer, look.GetParentPath(), "Scope")
                     self.layers.reference(sdf.prim(layer, look, "Material"), "geometry", "materials",
                                           Sdf.Path("/Materials").AppendChild(material))
                 sdf.bind_material(spec, look)
-        self._prototypes[key] = (path, part_names)
-        return self._prototypes[key]
+
+    def geometry_layer(self) -> tuple[bytes | None, Callable[[bytes], None] | None]:
+        """The geometry layer, when its authoring was deferred (layered output inside ``mesh_cache``):
+        (its bytes from the build cache, None) when the cache holds a layer authored from the same
+        prototypes (names, materials and every array, hashed); else every prototype is authored now and
+        (None, store) is returned, ``store(bytes)`` to be called with the saved file's bytes."""
+        deferred, self._deferred = self._deferred, None
+        active = active_mesh_cache()
+        if not deferred or active is None:
+            for item in deferred or []:
+                self._author_prototype(*item)
+            return None, None
+        store = active[0]
+        digest = hashlib.sha256(_geometry_code_stamp().encode())
+        for path, parts, part_names, materials in deferred:
+            digest.update(json.dumps([str(path), part_names, materials]).encode())
+            for part in parts:
+                for field in ("points", "faces", "normals", "normal_indices", "uv", "colors"):
+                    value = getattr(part, field)
+                    if value is None:
+                        digest.update(f"{field}:none;".encode())
+                    else:
+                        value = np.ascontiguousarray(value)
+                        digest.update(f"{field}:{value.dtype.str}:{value.shape};".encode())
+                        digest.update(memoryview(value).cast("B"))
+        key = digest.hexdigest()
+        cached = store.get_entry(key)
+        store.record("geometry-layer", hit=cached is not None)
+        if cached is not None and _GEOMETRY_FILE in cached.files:
+            return cached.files[_GEOMETRY_FILE], None
+        for item in deferred:
+            self._author_prototype(*item)
+        return None, lambda data: store.put_entry(key, {_GEOMETRY_FILE: data})
 
     def _decompose(self, parts: list[MeshPart]) -> list[MeshPart]:
         coacd = self._decomposer()

@@ -161,3 +161,32 @@ def joint_space_inertia(robot: Robot) -> dict[str, float]:
                 total += float(axis @ inertial.inertia @ axis) + inertial.mass * float(arm @ arm)
         result[joint.name] = total
     return result
+
+
+#: Relative slack of the triangle-inequality test, far above rounding in a source's printed moments.
+TRIANGLE_TOLERANCE = 1e-6
+
+
+def triangle_violation(inertia: np.ndarray) -> np.ndarray | None:
+    """The principal moments (3,), ascending, when those of ``inertia`` (3, 3) break the triangle
+    inequality A + B >= C (no rigid body has them: MuJoCo refuses them unless ``balanceinertia``), else None."""
+    moments = np.linalg.eigvalsh(np.asarray(inertia, dtype=float))
+    return moments if moments[0] + moments[1] < moments[2] * (1.0 - TRIANGLE_TOLERANCE) else None
+
+
+def triangle_message(moments: np.ndarray, link: str | None) -> str:
+    """The warning for a link whose principal ``moments`` break the triangle inequality."""
+    where = f"link '{link}': " if link else ""
+    shown = [float(f"{m:.6g}") for m in moments]
+    return (f"{where}principal moments {shown} break the triangle inequality (A + B >= C); written as given"
+            " (MuJoCo's USD decoder rejects them; balance_inertia=true repairs them)")
+
+
+def balance_inertia(inertial: Inertial) -> Inertial:
+    """MuJoCo's ``balanceinertia``: an inertia that breaks the triangle inequality gets all three principal
+    moments set to their mean (an isotropic tensor); a valid one, mass and centre of mass are kept."""
+    moments = triangle_violation(inertial.inertia)
+    if moments is None:
+        return inertial
+    return Inertial(inertial.mass, np.array(inertial.center_of_mass, dtype=float),
+                    np.eye(3) * float(np.mean(moments)))

@@ -1,6 +1,8 @@
 """A robot's joints: UsdPhysics joints in ``/<robot>/joints`` with frames rotated so the motion axis is X, Y
 or Z, limits, ``DriveAPI``, fixed-base joints, mimic couplings (``usdforge:mimic:*``, ``PhysxMimicJointAPI``,
-``NewtonMimicAPI``) and the joint data UsdPhysics has no attribute for, per engine layer."""
+``NewtonMimicAPI``) and the joint data UsdPhysics has no attribute for, per engine layer: velocity limit,
+damping, friction and armature as ``physxJoint:*`` (PhysX), ``newton:*`` (``NewtonJointAPI``, what Newton's
+default ``add_usd`` reads) and ``mjc:*`` (MuJoCo)."""
 
 from __future__ import annotations
 
@@ -205,6 +207,23 @@ class Joints:
             sdf.apply_schemas(physx, "PhysxJointAPI")
             for name, value in physx_values.items():
                 sdf.attribute(physx, name, T.Float, value)
+        # Newton's default reader (its Newton schema resolver alone) sees only NewtonJointAPI's attributes:
+        # per degree for angular joints, as USD angles are.
+        newton_values = {}
+        if joint.velocity is not None:
+            newton_values["newton:velocityLimit"] = physx_values["physxJoint:maxJointVelocity"]
+        if joint.damping is not None:
+            newton_values["newton:damping"] = float(per_radian_to_per_degree(joint.damping) if angular
+                                                    else joint.damping)
+        if joint.friction is not None:
+            newton_values["newton:friction"] = float(joint.friction)
+        if joint.armature is not None:
+            newton_values["newton:armature"] = float(joint.armature)
+        if newton_values:
+            newton = self.layers.over("newton", path)
+            sdf.apply_schemas(newton, "NewtonJointAPI")
+            for name, value in newton_values.items():
+                sdf.attribute(newton, name, T.Float, value)
         mujoco = {}
         if joint.damping is not None:
             mujoco["mjc:damping"] = float(joint.damping)

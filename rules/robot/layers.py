@@ -80,8 +80,11 @@ class RobotLayers:
         """``file`` as an asset path relative to ``role``'s layer."""
         return relative_asset_path(file, self.files[role].parent)
 
-    def save(self, name: str) -> list[Path]:
-        """Write every layer (and, when layered, the interface layer); return the files, main file last."""
+    def save(self, name: str, contents: dict[Path, bytes] | None = None) -> list[Path]:
+        """Write every layer (and, when layered, the interface layer); return the files, main file last.
+
+        contents: files written with these bytes instead of their layer (a layer restored from the build
+        cache; its ``Sdf.Layer`` was left empty)."""
         self._stages.clear()
         self.layers["base"].GetPrimAtPath(self.root).SetInfo("assetInfo", {"name": name})
         layers = {self.files[role]: layer for role, layer in self.layers.items()}  # one layer per file
@@ -90,7 +93,9 @@ class RobotLayers:
         for layer in layers.values():
             check_layer_finite(layer)  # before any file is written
         for file, layer in layers.items():
-            if not layer.Save(force=True):
+            if contents and file in contents:
+                file.write_bytes(contents[file])
+            elif not layer.Save(force=True):
                 raise OSError(f"could not write {file}")
         return list(layers)
 

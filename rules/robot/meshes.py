@@ -8,14 +8,25 @@ ignores it too, and robot descriptions are authored for RViz). A part's node tra
 per-shape ``scale`` are baked into the vertices, so every mesh prim sits at identity in its shape frame
 and physics engines never see a scaled collider. Points are welded (one per position); the normals a file
 gives (COLLADA, OBJ) and its UVs are kept, face-varying.
+
+Inside ``mesh_cache(store)`` (the pipeline opens it around a conversion), the parts of a file are an
+artifact of the build cache, keyed by the content of the file and of the files it references, and by
+the code and library versions that read it: a file used by several conversions is read once.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import json
 import logging
+import os
+import threading
 from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import cache
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 import trimesh
@@ -121,6 +132,131 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> Me
     return _bake(part, transform)
 
 
+#: The build cache meshes are read through (``pipeline.cache.Store``: get_entry, put_entry, record) and the
+#: caller's file hashing (path → sha256), or None.
+_MESH_CACHE: ContextVar[tuple[Any, Callable[[Path], str]] | None] = ContextVar("usdforge_mesh_cache", default=None)
+#: The files whose code decides the parts read from a mesh file (their bytes are part of the cache key).
+_READER_CODE = (Path(__file__), Path(__file__).parents[1] / "mesh" / "read.py")
+#: Cache writes running in threads inside the enclosing ``mesh_cache`` (``write_in_background``).
+_PENDING_WRITES: ContextVar[list[threading.Thread] | None] = ContextVar("usdforge_cache_writes", default=None)
+_PARTS_FILE = "parts.bin"
+
+
+@contextmanager
+def mesh_cache(store: Any, digest: Callable[[Path], str] | None = None) -> Iterator[None]:
+    """Read mesh files through ``store`` (None: no cache) within the block; ``digest`` hashes a file
+    (default: SHA-256 of its bytes; a caller that hashed the files already passes its memo)."""
+    token = _MESH_CACHE.set(None if store is None else (store, digest or _file_sha))
+    pending = _PENDING_WRITES.set([])
+    try:
+        yield
+    finally:
+        for thread in _PENDING_WRITES.get():
+            thread.join()  # every write is in the cache when the block ends (the next build may need it)
+        _PENDING_WRITES.reset(pending)
+        _MESH_CACHE.reset(token)
+
+
+def write_in_background(write: Callable[[], None]) -> None:
+    """Run ``write`` (a large build-cache write: hashing and writing tens of MB) in a thread beside the
+    rest of the conversion; the enclosing ``mesh_cache`` waits for it as it ends. Outside one: now."""
+    pending = _PENDING_WRITES.get()
+    if pending is None:
+        write()
+        return
+
+    def guarded() -> None:
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - a cache write never fails a build
+            logging.getLogger("usdforge").warning("warning: a build cache write failed (%s): not stored", exc)
+
+    thread = threading.Thread(target=guarded, name="usdforge-cache-write")
+    thread.start()
+    pending.append(thread)
+
+
+def active_mesh_cache() -> tuple[Any, Callable[[Path], str]] | None:
+    """(store, file hashing) of the enclosing ``mesh_cache``, or None."""
+    return _MESH_CACHE.get()
+
+
+@cache
+def _reader_stamp() -> str:
+    digest = hashlib.sha256()
+    for path in _READER_CODE:
+        digest.update(path.read_bytes())
+    for name in ("trimesh", "numpy", "pycollada", "pillow"):
+        try:
+            digest.update(f"{name}={importlib.metadata.version(name)};".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{name}=absent;".encode())
+    return digest.hexdigest()
+
+
+def _file_sha(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return "missing"
+    return digest.hexdigest()
+
+
+def mesh_key(path: Path, digest: Callable[[Path], str] = _file_sha) -> str:
+    """The cache key of a mesh file's parts: its content, its name (STL parts are named after it), the
+    content of the files it references (MTL, textures, buffers; by path relative to it) and the reading
+    code and libraries."""
+    references = {os.path.relpath(ref, path.parent): digest(ref) for ref in mesh_references(path)}
+    payload = {"mesh": digest(path), "name": path.name, "references": dict(sorted(references.items())),
+               "reader": _reader_stamp(), "units": "meters"}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+_ARRAYS = ("points", "faces", "normals", "uv", "colors", "normal_indices")
+
+
+def parts_to_bytes(parts: list[MeshPart], folder: Path) -> bytes:
+    """The parts as bytes: a JSON header (names, colours, texture paths relative to ``folder``, and each
+    array's dtype, shape and offset) then the arrays' raw bytes, exactly as they are."""
+    meta, chunks, offset = [], [], 0
+    for part in parts:
+        arrays = {}
+        for field in _ARRAYS:
+            value = getattr(part, field)
+            if value is not None:
+                value = np.ascontiguousarray(value)
+                arrays[field] = [value.dtype.str, list(value.shape), offset]
+                chunks.append(value.tobytes())
+                offset += value.nbytes
+        meta.append({"name": part.name, "color": None if part.color is None else [float(c) for c in part.color],
+                     "texture": None if part.texture is None else os.path.relpath(part.texture, folder),
+                     "arrays": arrays})
+    header = json.dumps(meta).encode()
+    return len(header).to_bytes(8, "little") + header + b"".join(chunks)
+
+
+def parts_from_bytes(data: bytes, folder: Path) -> list[MeshPart]:
+    """``parts_to_bytes`` reversed (arrays in one writable buffer, no copy per array)."""
+    size = int.from_bytes(data[:8], "little")
+    meta = json.loads(data[8:8 + size])
+    buffer = bytearray(data[8 + size:])
+    parts = []
+    for item in meta:
+        fields = {}
+        for field, (dtype, shape, offset) in item["arrays"].items():
+            dtype = np.dtype(dtype)
+            count = int(np.prod(shape)) if shape else 1
+            fields[field] = np.frombuffer(buffer, dtype, count, offset).reshape(shape)
+        parts.append(MeshPart(item["name"], fields.pop("points"), fields.pop("faces"), **fields,
+                              color=None if item["color"] is None else tuple(item["color"]),
+                              texture=None if item["texture"] is None else
+                              Path(os.path.normpath(folder / item["texture"]))))
+    return parts
+
+
 class MeshLibrary:
     """Reads each mesh file once and bakes each (file, scale) once; failures are cached too."""
 
@@ -130,6 +266,24 @@ class MeshLibrary:
         self._volumes: dict[tuple[Path, tuple[float, float, float]], VolumeProperties] = {}
 
     def _read(self, path: Path) -> list[MeshPart]:
+        active = _MESH_CACHE.get()
+        if active is None:
+            return self._read_file(path)
+        store, digest = active
+        key = mesh_key(path, digest)
+        cached = store.get_entry(key)
+        store.record("mesh-geometry", hit=cached is not None)
+        if cached is not None:
+            try:
+                return parts_from_bytes(cached.files[_PARTS_FILE], path.parent)
+            except (KeyError, ValueError, OSError):
+                pass  # an artifact of another layout: read the file
+        parts = self._read_file(path)
+        if all(part.image is None for part in parts):  # in-memory textures are not stored
+            store.put_entry(key, {_PARTS_FILE: parts_to_bytes(parts, path.parent)})
+        return parts
+
+    def _read_file(self, path: Path) -> list[MeshPart]:
         with _quiet_trimesh():
             loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
         # STL has no node names (trimesh names a part after the file or its header): the file's stem.

@@ -166,7 +166,11 @@ class _RobotWriter:
             author_robot_schema(base_root, self.options.robot_type, self.robot, self.link_paths, self.joint_paths)
         if self.author_extra is not None:
             self.author_extra(RobotUsdContext(self))
-        written = self.layers.save(self.robot.name)
+        cached_geometry, store_geometry = self.shapes.geometry_layer()
+        geometry_file = self.layers.files["geometry"]
+        written = self.layers.save(self.robot.name, {geometry_file: cached_geometry} if cached_geometry else None)
+        if store_geometry is not None:
+            store_geometry(geometry_file.read_bytes())
         return written + self.materials.files
 
     def _frame(self, parent: Sdf.Path, frame: Frame, taken: set[str]) -> None:

@@ -1,8 +1,10 @@
 """URDF → USD: ``UrdfConverterCfg`` applied to the robot ``rules.urdf.read`` reads, written by the shared
 ``rules.robot.writer`` writer (docs/usd_layout.md).
 
-The steps, in order: read (every element; recoverable problems are ``ConversionWarning``s naming file,
-line and element; unrecoverable ones ``ConversionError``s before anything is written) → colliders copied
+The steps, in order: a xacro source expanded (``rules.urdf.xacro``) → read (every element; recoverable
+problems are ``ConversionWarning``s naming file, line and element; unrecoverable ones ``ConversionError``s
+before anything is written) → inertias that break the triangle inequality balanced (``balance_inertia``)
+→ colliders copied
 from visuals (``collision_from_visuals``) → cylinders to capsules → mimic couplings dropped
 (``convert_mimic_joints_to_normal_joints``) → fixed joints merged (``merge_fixed_joints``; ghost links on
 fixed joints always become frames) → base and articulation root → masses for massless links
@@ -18,7 +20,7 @@ from usdforge.rules.errors import ConversionError
 from usdforge.rules.usd.finite import names_the_asset
 from usdforge.rules.files import check_references, model_roots
 from usdforge.rules.outputs import resolve_usd_file_name
-from usdforge.rules.robot.inertia import resolve_massless
+from usdforge.rules.robot.inertia import balance_inertia, resolve_massless
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.merge import merge_fixed_joints, owner_of
 from usdforge.rules.robot.model import Geometry, Link, Robot, Shape
@@ -27,6 +29,7 @@ from usdforge.rules.urdf.drives import apply_joint_drives
 from usdforge.rules.urdf.read import read_urdf
 from usdforge.rules.urdf.references import urdf_file_references
 from usdforge.rules.urdf.xml import load_urdf_xml
+from usdforge.rules.urdf.xacro import expand_xacro, is_xacro
 from usdforge.schemas.urdf_cfg import UrdfConverterCfg
 
 
@@ -39,12 +42,27 @@ def packages_of(cfg: UrdfConverterCfg) -> dict[str, str]:
     return {entry["name"]: entry["path"] for entry in cfg.ros_package_paths}
 
 
+def expanded_xacro(cfg: UrdfConverterCfg) -> bytes | None:
+    """The URDF ``cfg.asset_path`` expands to when it is a xacro (``rules.urdf.xacro``), else None."""
+    if not is_xacro(cfg.asset_path):
+        return None
+    expansion = expand_xacro(cfg.asset_path, packages_of(cfg), cfg.xacro_args)
+    for message in expansion.warnings:
+        warn(cfg.asset_path, message, "xacro")
+    return expansion.urdf
+
+
 def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) -> Robot:
     """The Robot ``cfg`` describes, every cfg rule applied, ready to write."""
     asset = Path(cfg.asset_path)
     meshes = meshes or MeshLibrary()
-    check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots)
-    robot = read_urdf(asset, packages_of(cfg), meshes)
+    expanded = expanded_xacro(cfg)
+    check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots, expanded)
+    robot = read_urdf(asset, packages_of(cfg), meshes, expanded)
+    if cfg.balance_inertia:
+        for link in robot.links:
+            if link.inertial is not None:
+                link.inertial = balance_inertia(link.inertial)
     if cfg.collision_from_visuals:
         for link in robot.links:
             if not any(shape.collision for shape in link.shapes):
@@ -86,11 +104,12 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
     return robot
 
 
-def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple[str, ...]) -> None:
+def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple[str, ...],
+                     expanded: bytes | None = None) -> None:
     """ConversionError, naming the element, for a file the URDF references that lies outside its folder,
     its package roots and ``allowed_roots``, that is not a regular file of bounded size, or a texture that
     is not an image (``rules.files``): nothing else reads a file before this check."""
-    root, _ = load_urdf_xml(asset)
+    root, _ = load_urdf_xml(asset, expanded)  # a xacro: the URDF it expanded to
     references, package_roots = urdf_file_references(asset, root, packages)
     check_references(references, model_roots(asset, [*package_roots, *allowed_roots]))
 

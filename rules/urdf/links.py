@@ -9,6 +9,7 @@ from lxml import etree
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.mesh.formats import MESH_FORMATS
 from usdforge.rules.robot.inertia import MASSLESS_INERTIA, MASSLESS_MASS, shapes_inertial
+from usdforge.rules.robot.inertia import triangle_message, triangle_violation
 from usdforge.rules.robot.model import Geometry, Inertial, Link, Shape
 from usdforge.rules.urdf.materials import read_material
 from usdforge.rules.urdf.source import UrdfSource
@@ -132,9 +133,8 @@ def read_inertial(src: UrdfSource, element: etree._Element, shapes: list[Shape])
     if moments.min() < -1e-9 * scale:
         src.warn(f"inertia tensor is not positive semi-definite (principal moments {moments.tolist()}); "
                  "negative moments are written as 0", tensor_element)
-    elif moments[0] + moments[1] < moments[2] * (1 - 1e-6):
-        src.warn(f"principal moments {moments.tolist()} break the triangle inequality (A + B >= C); "
-                 "written as given (some engines reject or rebalance them)", tensor_element)
+    elif (broken := triangle_violation(inertia)) is not None:
+        src.warn(triangle_message(broken, element.getparent().get("name")), tensor_element)
     return Inertial(mass, pose[:3, 3].copy(), inertia)
 
 

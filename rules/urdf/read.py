@@ -39,10 +39,13 @@ from usdforge.rules.urdf.xml import load_urdf_xml
 
 
 def read_urdf(path: str | Path, packages: dict[str, str] | None = None,
-              meshes: MeshLibrary | None = None) -> Robot:
-    """The Robot a URDF file describes (SI units, rest poses, no merging). See the module docstring."""
+              meshes: MeshLibrary | None = None, expanded: bytes | None = None) -> Robot:
+    """The Robot a URDF file describes (SI units, rest poses, no merging). See the module docstring.
+
+    expanded: the URDF a xacro at ``path`` expanded to (``rules.urdf.xacro``), read instead of the file;
+    relative file names still resolve from ``path``'s folder."""
     src = UrdfSource(Path(path), packages or {}, meshes or MeshLibrary())
-    root, recoveries = load_urdf_xml(src.path)
+    root, recoveries = load_urdf_xml(src.path, expanded)
     for message in recoveries:
         warn(src.path, message, "<?xml?>", 1)
     if not isinstance(root.tag, str) or root.tag != "robot":

@@ -1,6 +1,6 @@
 """Files a URDF references: meshes and textures, and the files those meshes reference (MTL, images),
-missing ones included. Paths are resolved with ``rules.urdf.paths.resolve_uri``, the converter's own
-function, from the same elements the converter reads.
+missing ones included; for a xacro, also every file its expansion read. Paths are resolved with
+``rules.urdf.paths.resolve_uri``, the converter's own function, from the same elements the converter reads.
 
 No pxr here: doit's scan tasks run this in the parent process.
 """
@@ -13,6 +13,7 @@ from usdforge.rules.errors import ConversionError
 from usdforge.rules.files import Reference, describe_element
 from usdforge.rules.mesh.references import mesh_references
 from usdforge.rules.urdf.paths import UnresolvedUri, find_package, resolve_uri
+from usdforge.rules.urdf.xacro import XacroError, expand_xacro, is_xacro
 from usdforge.rules.urdf.xml import load_urdf_xml
 
 #: Where the converter reads file names: (XPath from <robot>, attribute).
@@ -50,15 +51,34 @@ def urdf_file_references(path: Path, root, packages: dict[str, str]) -> tuple[li
     return list(found.values()), package_roots
 
 
-def urdf_references(path: str | Path, packages: dict[str, str]) -> list[Path]:
+def urdf_references(path: str | Path, packages: dict[str, str],
+                    xacro_args: dict[str, str] | None = None) -> list[Path]:
     """Every file the URDF at ``path`` references, recursively, in document order (duplicates removed).
 
     A URDF that cannot be parsed references nothing here (the conversion reports its error); a URI that
     names no local file (an unknown package, http://) is left out: there is no file to watch.
+
+    A xacro (``rules.urdf.xacro``) is expanded with ``xacro_args``: every file the expansion read
+    (includes, YAML files; missing ones too) is a reference, and so is every file its URDF names. One that
+    does not expand references the files it had read when it failed (a missing include among them).
     """
     path = Path(path)
+    found: list[Path] = []
+    expanded = None
+    if is_xacro(path):
+        try:
+            expansion = expand_xacro(path, packages, xacro_args)
+        except XacroError as exc:
+            return [Path(f) for f in exc.files]
+        found = [Path(f) for f in expansion.files]
+        expanded = expansion.urdf
     try:
-        root, _ = load_urdf_xml(path)
+        root, _ = load_urdf_xml(path, expanded)
     except ConversionError:
-        return []
-    return [reference.path for reference in urdf_file_references(path, root, packages)[0]]
+        return found
+    seen = set(found)  # membership by hash: a robot names hundreds of mesh files
+    for reference in urdf_file_references(path, root, packages)[0]:
+        if reference.path not in seen:
+            seen.add(reference.path)
+            found.append(reference.path)
+    return found

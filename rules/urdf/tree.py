@@ -55,7 +55,7 @@ def order_tree(src: UrdfSource, links: dict[str, Link], joints: list[Joint],
         order_of = {joint.name: index for index, joint in enumerate(joints)}
         closing = max((parent_joint[link] for link in loop), key=lambda joint: order_of[joint.name])
         path = " -> ".join([*reversed(loop), loop[-1]])
-        raise src.fail(f"joint '{closing.name}' closes a loop (links {path}): URDF describes a tree",
+        raise src.fail(f"joint '{closing.name}' closes a cycle (links {path}): URDF describes a tree",
                        joint_elements[closing.name])
     if len(roots) > 1:
         src.warn(f"{len(roots)} links have no parent joint ({', '.join(roots)}); each starts a separate tree",

@@ -17,15 +17,26 @@ from usdforge.rules.xml import SAFE_XML
 _DECLARATION = re.compile(rb"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
 
 
-def load_urdf_xml(path: Path) -> tuple[etree._Element, list[str]]:
+def load_urdf_xml(path: Path, expanded: bytes | None = None) -> tuple[etree._Element, list[str]]:
     """The root element of the URDF at ``path`` and the recoveries made (messages for warnings).
 
     A malformed XML declaration (``<?xml versio="1.0"?>``) is dropped and the file re-parsed; any other
     XML error is a ConversionError naming the line.
+
+    expanded: the document the xacro at ``path`` expanded to (``rules.urdf.xacro``), read instead of the
+        file. Its lines are not the xacro's, so its elements carry no line: messages name the element.
     """
     from usdforge.rules.files import check_model_file
 
     check_model_file(path)
+    if expanded is not None:
+        try:
+            root = etree.fromstring(expanded, SAFE_XML)
+        except etree.XMLSyntaxError as exc:
+            raise ConversionError(path, f"the xacro expanded to XML that is not well-formed: {exc.msg}") from None
+        for element in root.iter():
+            element.sourceline = 0  # lxml's "unknown"
+        return _bounded(path, root), []
     try:
         data = path.read_bytes()
     except OSError as exc:

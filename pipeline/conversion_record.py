@@ -1,0 +1,64 @@
+"""``<stem>.convert.json`` beside a conversion's output: how long the last real conversion took (s) and
+the warnings it issued, for ``doit report``. Written by the ``convert`` task; not one of its targets."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Iterator
+
+import attrs
+
+
+def record_path(usd_dir: str | Path, usd_file_name: str) -> Path:
+    from usdforge.rules.outputs import usd_stem
+
+    return Path(usd_dir) / f"{usd_stem(usd_file_name)}.convert.json"
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+@attrs.define
+class Recording:
+    """What ``recording`` saw: wall time (s), warning messages, and when it started (ns)."""
+
+    seconds: float = 0.0
+    messages: list[str] = attrs.field(factory=list)
+    started_ns: int = attrs.field(factory=time.time_ns)
+
+    def save(self, usd_dir: str | Path, usd_file_name: str, key_path: Path) -> None:
+        """Write the record, unless the converter found its outputs up to date (its lazy key older than
+        this conversion) and an earlier record exists: that one describes the real conversion."""
+        record = record_path(usd_dir, usd_file_name)
+        key_mtime = _mtime(key_path)
+        if record.is_file() and key_mtime is not None and key_mtime < self.started_ns:
+            return
+        staging = record.with_name(record.name + f".tmp-{os.getpid()}")
+        staging.write_text(json.dumps({"seconds": round(self.seconds, 3), "warnings": self.messages}, indent=1) + "\n")
+        os.replace(staging, record)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[Recording]:
+    """Time the block and collect its warnings; they are shown as usual when it ends."""
+    result = Recording()
+    started = time.perf_counter()
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield result
+    finally:
+        result.seconds = time.perf_counter() - started
+        result.messages = [str(w.message) for w in caught]
+        for warning in caught:  # also when the block failed
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)

@@ -1,0 +1,198 @@
+"""Third-party engines that read our USD, each in its own virtual environment under the build folder.
+
+Newton 1.8 pins usd-core < 26.9 and mujoco 3.17; MuJoCo 4.0's USD decoder (``mujoco[usd]``) pins usd-core
+25.11: neither can share usdforge's environment nor each other's, so no extra of usdforge can install
+them. ``<build>/venv-<engine>`` is made by ``python -m usdforge.rules.verify.engines [ENGINE ...]`` (or by
+the engine tests on their first run: ``python -m venv`` + ``pip install``, a few minutes, needs the
+package index) and reused after (delete the folder to rebuild). Warp's kernel cache is kept in
+``<build>/warp-cache``. ``doit verify`` uses an environment when it exists and skips that check otherwise.
+
+``load_check`` is the verify check: the engine loads the asset (Newton: ``ModelBuilder.add_usd`` with its
+MuJoCo and Newton schema resolvers; MuJoCo: ``MjSpec.from_file``), its counts, joint limits and total
+mass are compared with OpenUSD's own reading, and a short passive rollout must stay finite.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: Engine name → the pip requirement of its environment.
+ENGINES = {
+    "newton": "newton[importers,sim]==1.8.0",
+    "mujoco-usd": "mujoco[usd]==4.0.0",
+}
+#: Seconds of passive simulation the load check runs.
+ROLLOUT_SECONDS = 0.2
+
+
+class EngineError(RuntimeError):
+    """An engine environment could not be made, or a script run in it failed."""
+
+
+def engine_python(name: str, build_dir: str | Path = "build", create: bool = False) -> Path | None:
+    """The interpreter of ``<build_dir>/venv-<name>``; None when it is not set up (unless ``create``:
+    then it is created and installed, EngineError with pip's output when that is impossible)."""
+    venv = Path(build_dir).resolve() / f"venv-{name}"
+    python = venv / "bin" / "python"
+    marker = venv / "usdforge-requirement.txt"
+    if python.is_file() and marker.is_file() and marker.read_text() == ENGINES[name]:
+        return python
+    if not create:
+        return None
+    for step in ([sys.executable, "-m", "venv", "--clear", str(venv)],
+                 [str(python), "-m", "pip", "install", "--quiet", ENGINES[name]]):
+        done = subprocess.run(step, capture_output=True, text=True, timeout=3600)
+        if done.returncode != 0:
+            raise EngineError(f"could not set up {ENGINES[name]!r} in {venv}: {' '.join(step)} failed:\n"
+                              f"{(done.stdout + done.stderr)[-3000:]}")
+    marker.write_text(ENGINES[name])
+    return python
+
+
+def run_in_engine(name: str, script: Path, *args: str, build_dir: str | Path = "build", cwd: Path | None = None,
+                  create: bool = True, timeout: float = 1800) -> dict:
+    """Run ``script`` with the engine's interpreter (our PYTHONPATH removed); the JSON of its last line."""
+    python = engine_python(name, build_dir, create=create)
+    if python is None:
+        raise EngineError(f"{name} is not set up: no {Path(build_dir) / f'venv-{name}'}")
+    cache = Path(build_dir).resolve() / "warp-cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "WARP_CACHE_PATH": str(cache)}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([str(python), str(script), *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=cwd)
+    if done.returncode != 0:
+        raise EngineError(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}")
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError) as exc:
+        raise EngineError(f"{name} printed no JSON result: {done.stdout[-2000:]}") from exc
+
+
+# Each script takes the USD path and the rollout length; prints one JSON line: counts, limits by joint prim
+# name (radians or metres), total mass, and whether the rollout stayed finite.
+NEWTON_SCRIPT = """
+import json, logging, math, sys, warnings
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+import numpy as np, warp as wp
+wp.config.quiet = True
+import newton
+from newton.solvers import SolverMuJoCo
+from newton._src.usd.schemas import SchemaResolverMjc, SchemaResolverNewton
+usd, seconds = sys.argv[1], float(sys.argv[2])
+builder = newton.ModelBuilder()
+SolverMuJoCo.register_custom_attributes(builder)
+builder.add_usd(usd, schema_resolvers=[SchemaResolverMjc(), SchemaResolverNewton()])
+limits = {}
+starts = list(builder.joint_qd_start) + [builder.joint_dof_count]
+for j, label in enumerate(builder.joint_label):
+    if builder.joint_type[j] in (newton.JointType.REVOLUTE, newton.JointType.PRISMATIC):
+        d = starts[j]
+        limits[label.rsplit("/", 1)[-1]] = [float(builder.joint_limit_lower[d]), float(builder.joint_limit_upper[d])]
+out = {"bodies": builder.body_count, "joints": builder.joint_count, "dofs": builder.joint_dof_count,
+       "mass": float(sum(builder.body_mass)), "limits": limits, "finite": True, "steps": 0}
+if builder.body_count:
+    model = builder.finalize(device="cpu")
+    solver = SolverMuJoCo(model, use_mujoco_cpu=True)
+    state, nxt, control = model.state(), model.state(), model.control()
+    newton.eval_fk(model, model.joint_q, model.joint_qd, state)
+    dt = 0.002
+    for _ in range(int(round(seconds / dt))):
+        solver.step(state, nxt, control, None, dt)
+        state, nxt = nxt, state
+        out["steps"] += 1
+    out["finite"] = bool(np.isfinite(state.body_q.numpy()).all())
+print(json.dumps(out))
+"""
+
+MUJOCO_SCRIPT = """
+import json, sys, numpy as np, mujoco
+usd, seconds = sys.argv[1], float(sys.argv[2])
+model = mujoco.MjSpec.from_file(usd).compile()
+limits = {}
+for j in range(model.njnt):
+    if model.jnt_type[j] in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE) and model.jnt_limited[j]:
+        limits[model.joint(j).name.rsplit("/", 1)[-1]] = [float(v) for v in model.jnt_range[j]]
+data = mujoco.MjData(model)
+steps = int(round(seconds / model.opt.timestep))
+for _ in range(steps):
+    mujoco.mj_step(model, data)
+print(json.dumps({"bodies": int(model.nbody - 1), "joints": int(model.njnt), "dofs": int(model.nv),
+                  "actuators": int(model.nu), "mass": float(model.body_mass[1:].sum()), "limits": limits,
+                  "finite": bool(np.isfinite(data.qpos).all() and np.isfinite(data.xpos).all()), "steps": steps}))
+"""
+
+
+def _usd_facts(stage) -> dict:
+    """What the engines should find, from OpenUSD's own reading: rigid bodies, total authored mass, and
+    revolute/prismatic limits by joint prim name (radians or metres; unlimited ones left out)."""
+    from pxr import Usd, UsdPhysics
+
+    bodies, mass, limits = 0, 0.0, {}
+    for prim in Usd.PrimRange.Stage(stage, Usd.TraverseInstanceProxies(Usd.PrimDefaultPredicate)):
+        if prim.HasAPI(UsdPhysics.RigidBodyAPI):
+            bodies += 1
+            attribute = prim.GetAttribute("physics:mass")
+            mass += float(attribute.Get()) if attribute and attribute.HasAuthoredValue() else 0.0
+        angular = prim.IsA(UsdPhysics.RevoluteJoint)
+        if (angular or prim.IsA(UsdPhysics.PrismaticJoint)) and not prim.GetAttribute("physics:excludeFromArticulation").Get():
+            lower, upper = prim.GetAttribute("physics:lowerLimit").Get(), prim.GetAttribute("physics:upperLimit").Get()
+            if lower is not None and upper is not None and abs(lower) < 1e30 and abs(upper) < 1e30:
+                scale = math.pi / 180.0 if angular else 1.0
+                limits[prim.GetName()] = [lower * scale, upper * scale]
+    return {"bodies": bodies, "mass": mass, "limits": limits}
+
+
+def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path = "build"):
+    """The verify check ``<engine>-load`` (module docstring); skipped when the engine is not set up."""
+    from usdforge.rules.verify.findings import CheckResult, Finding, skipped
+
+    name = f"{engine}-load"
+    if engine_python(engine, build_dir) is None:
+        return skipped(name, f"skipped: {engine} is not set up (no {Path(build_dir) / f'venv-{engine}'}; "
+                             f"`python -m usdforge.rules.verify.engines {engine}` makes it)")
+    started = time.perf_counter()
+    result = CheckResult(name)
+    root = str(stage.GetDefaultPrim().GetPath())
+    script = NEWTON_SCRIPT if engine == "newton" else MUJOCO_SCRIPT
+    with tempfile.TemporaryDirectory(prefix="usdforge-engine-") as folder:
+        path = Path(folder) / f"check_{engine.replace('-', '_')}.py"  # never newton.py: it would shadow newton
+        path.write_text(script)
+        try:
+            found = run_in_engine(engine, path, str(Path(usd_path).resolve()), str(ROLLOUT_SECONDS),
+                                  build_dir=build_dir, cwd=Path(folder), create=False, timeout=900)
+        except (EngineError, subprocess.TimeoutExpired) as exc:
+            last = [line for line in str(exc).strip().splitlines() if line.strip()]
+            result.add(Finding(name, root, f"{engine} cannot load the asset: {last[-1] if last else exc}"))
+            result.seconds = time.perf_counter() - started
+            return result
+    expected = _usd_facts(stage)
+    if found["bodies"] != expected["bodies"]:
+        result.add(Finding(name, root, f"{engine} finds {found['bodies']} bodies, the USD has {expected['bodies']}"))
+    if abs(found["mass"] - expected["mass"]) > 1e-5 * max(1.0, expected["mass"]) and expected["mass"] > 0:
+        result.add(Finding(name, root, f"{engine} reads a total mass of {found['mass']:.6g} kg, the USD "
+                           f"authors {expected['mass']:.6g} kg"))
+    for joint, (lower, upper) in expected["limits"].items():
+        theirs = found["limits"].get(joint)
+        if theirs is not None and (abs(theirs[0] - lower) > 1e-4 or abs(theirs[1] - upper) > 1e-4):
+            result.add(Finding(name, f"{root}/joints/{joint}", f"{engine} reads limits {theirs}, the USD "
+                               f"authors {[lower, upper]}"))
+    if not found["finite"]:
+        result.add(Finding(name, root, f"a {ROLLOUT_SECONDS} s passive rollout in {engine} went non-finite"))
+    result.detail = (f"{found['bodies']} bodies, {found['dofs']} DoFs, {found['mass']:.4g} kg, "
+                     f"{found['steps']} passive steps {'finite' if found['finite'] else 'NON-FINITE'}")
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+if __name__ == "__main__":
+    for engine in sys.argv[1:] or list(ENGINES):
+        print(engine, engine_python(engine, "build", create=True))

@@ -1,0 +1,479 @@
+"""The build cache (#13): content keys independent of location, restores byte for byte, mesh geometry
+read once, corrupt or half-written objects never accepted, concurrent builds on one cache, provenance."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from test_doit import REPO, doit, executed
+from test_lazy import textured_obj
+from usdforge.pipeline import MeshConverter, UrdfConverter
+from usdforge.pipeline.cache import Store
+from usdforge.pipeline.cli import main
+from usdforge.pipeline.manifest import entry_cfg, load_library
+from usdforge.schemas import MeshConverterCfg
+
+LIBRARY = """
+[[assets]]
+name = "crate"
+source = "meshes/crate.obj"
+[assets.cfg]
+mass_props = { mass = 1.0 }
+
+[[assets]]
+name = "arm"
+source = "robots/tiny_arm/urdf/tiny_arm.urdf"
+packages = { tiny_arm = "robots/tiny_arm" }
+[assets.cfg]
+fix_base = true
+
+[[assets]]
+name = "arm_free"
+source = "robots/tiny_arm/urdf/tiny_arm.urdf"
+packages = { tiny_arm = "robots/tiny_arm" }
+[assets.cfg]
+joint_drive = { gains = { stiffness = 100.0, damping = 5.0 } }
+"""
+
+
+def make_checkout(root: Path) -> Path:
+    """A checkout-like folder: ``lib/`` (a textured OBJ and two entries sharing tiny_arm's meshes) and
+    ``work/`` where doit runs. Returns the manifest."""
+    lib = root / "lib"
+    (lib / "meshes").mkdir(parents=True)
+    textured_obj(lib / "meshes")
+    shutil.copytree(REPO / "assets" / "robots" / "tiny_arm", lib / "robots" / "tiny_arm",
+                    ignore=shutil.ignore_patterns("*.py"))
+    (lib / "library.toml").write_text(LIBRARY)
+    (root / "work").mkdir()
+    return lib / "library.toml"
+
+
+def outputs(usd_root: Path) -> dict[str, bytes]:
+    """Every output file under ``usd_root`` but the sidecars (they name their own folder) and the
+    conversion records (they hold wall times)."""
+    return {p.relative_to(usd_root).as_posix(): p.read_bytes() for p in sorted(usd_root.rglob("*"))
+            if p.is_file() and not p.name.endswith((".usdforge.toml", ".convert.json"))}
+
+
+def last_build(cache: Path) -> dict:
+    return Store(cache).stats()["last_build"]
+
+
+def test_moving_a_built_checkout_converts_nothing(tmp_path):
+    library = make_checkout(tmp_path / "checkout")
+    first = doit(tmp_path / "checkout" / "work", "convert", library=library)
+    assert first.returncode == 0, first.stderr
+    assert executed(first) == ["convert:arm", "convert:arm_free", "convert:crate"]
+    moved = tmp_path / "elsewhere" / "checkout"
+    moved.parent.mkdir()
+    shutil.move(tmp_path / "checkout", moved)
+    usd = moved / "work" / "build" / "usd"
+    stamps = {p: p.stat().st_mtime_ns for p in usd.rglob("*") if p.is_file()}
+    again = doit(moved / "work", "convert", library=moved / "lib" / "library.toml")
+    assert again.returncode == 0, again.stderr
+    assert executed(again) == []  # doit's own state: up to date, nothing converted, nothing restored
+    assert {p: p.stat().st_mtime_ns for p in usd.rglob("*") if p.is_file()} == stamps
+    sidecar = (usd / "crate" / "crate.usdforge.toml").read_text()
+    assert str(tmp_path) not in sidecar
+
+
+def test_a_no_op_doit_convert_imports_neither_pxr_nor_cattrs(tmp_path):
+    """The doit process of a no-op build only stats files: importing usdforge.schemas (cattrs and every
+    cfg class) or pxr there more than doubled its time (bench/noop.py)."""
+    library = make_checkout(tmp_path)
+    assert doit(tmp_path / "work", "convert", library=library).returncode == 0
+    script = textwrap.dedent(f"""
+        import runpy, sys
+        sys.argv = ["doit", "-f", {str(REPO / "dodo.py")!r}, "-d", {str(tmp_path / "work")!r}, "convert",
+                    "library={library}"]
+        try:
+            runpy.run_module("doit", run_name="__main__")
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+        print("heavy:", sorted(m for m in ("pxr", "cattrs", "trimesh", "mujoco", "usdforge.schemas")
+                               if m in sys.modules))
+        """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr
+    assert executed(run) == []
+    assert "heavy: []" in run.stdout
+
+
+def test_second_clone_with_the_first_clones_cache_converts_nothing(tmp_path):
+    cache = tmp_path / "shared-cache"
+    first_library = make_checkout(tmp_path / "one")
+    built = doit(tmp_path / "one" / "work", "convert", f"cache={cache}", library=first_library)
+    assert built.returncode == 0, built.stderr
+    # A clone: same bytes, new folder, new modification times, no doit state, no outputs.
+    second = tmp_path / "two"
+    shutil.copytree(tmp_path / "one" / "lib", second / "lib", copy_function=shutil.copy)
+    (second / "work").mkdir()
+    cloned = doit(second / "work", "convert", f"cache={cache}", library=second / "lib" / "library.toml")
+    assert cloned.returncode == 0, cloned.stderr
+    assert last_build(cache) == {"mesh": {"hits": 1, "misses": 0}, "urdf": {"hits": 2, "misses": 0}}
+    assert outputs(second / "work/build/usd") == outputs(tmp_path / "one/work/build/usd")
+    assert executed(doit(second / "work", "convert", f"cache={cache}", library=second / "lib" / "library.toml")) == []
+
+
+def test_a_library_reads_each_mesh_file_once(tmp_path, monkeypatch, build_cache):
+    import usdforge.rules.robot.meshes as meshes
+
+    reads = collections.Counter()
+    real = meshes.load_parts
+
+    def counting(path, *args, **kwargs):
+        reads[Path(path).name] += 1
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(meshes, "load_parts", counting)
+    library_path = make_checkout(tmp_path)
+    library = load_library(library_path)
+    for index, entry in enumerate(library.assets):
+        if entry.name.startswith("arm"):
+            UrdfConverter(entry_cfg(library, entry, index, tmp_path / "build"), cache=build_cache)
+    # tiny_arm: base.stl, segment.obj (three links) and finger.stl (two fingers), in two entries.
+    assert reads == {"base.stl": 1, "segment.obj": 1, "finger.stl": 1}
+    assert last_build(build_cache)["mesh-geometry"] == {"hits": 3, "misses": 3}
+
+
+def test_cfg_edit_reuses_cached_geometry_and_equals_a_cold_conversion(tmp_path, build_cache):
+    library_path = make_checkout(tmp_path)
+    library = load_library(library_path)
+    cfg = entry_cfg(library, library.assets[1], 1, tmp_path / "build")
+    UrdfConverter(cfg, cache=build_cache)
+    import attrs
+
+    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
+
+    edited = attrs.evolve(cfg, joint_drive=JointDriveCfg(gains=PDGainsCfg(stiffness=7.0, damping=1.0)))
+    rebuilt = UrdfConverter(edited, cache=build_cache)
+    assert rebuilt.converted and not rebuilt.restored
+    cold = UrdfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
+    assert outputs(Path(rebuilt.usd_dir)) == outputs(Path(cold.usd_dir))
+    # No mesh file read again, and the geometry layer copied from the cache, not authored.
+    lookups = last_build(build_cache)
+    assert lookups["mesh-geometry"] == {"hits": 3, "misses": 3}
+    assert lookups["geometry-layer"] == {"hits": 1, "misses": 1}
+
+
+def test_a_restore_gives_the_conversions_warnings_naming_the_files_where_they_are(tmp_path, build_cache):
+    from usdforge.rules.conversion_warnings import ConversionWarning
+    from usdforge.schemas import UrdfConverterCfg
+
+    urdf = '<robot name="r"><link name="base"/><link name="arm"><visual><geometry><box size="1 1 1"/>' \
+           '</geometry></visual></link><joint name="j" type="revolute"><parent link="base"/><child link="arm"/>' \
+           '<axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint></robot>'
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "r.urdf").write_text(urdf)
+    with pytest.warns(ConversionWarning) as converted:
+        UrdfConverter(UrdfConverterCfg(asset_path=str(tmp_path / "one/r.urdf"), usd_dir=str(tmp_path / "out1")))
+    with pytest.warns(ConversionWarning) as restored:
+        again = UrdfConverter(UrdfConverterCfg(asset_path=str(tmp_path / "two/r.urdf"), usd_dir=str(tmp_path / "out2")))
+    assert again.restored
+    first = [str(w.message) for w in converted if issubclass(w.category, ConversionWarning)]
+    second = [str(w.message) for w in restored if issubclass(w.category, ConversionWarning)]
+    assert first and second == [m.replace(str(tmp_path / "one"), str(tmp_path / "two")) for m in first]
+
+
+@pytest.mark.parametrize("damage", ["bit flip", "truncation"])
+def test_a_corrupt_cache_object_is_detected_and_rebuilt(tmp_path, caplog, damage):
+    asset = textured_obj(tmp_path)
+    cache = Store(tmp_path / "cache")
+    first = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "a")), cache=cache)
+    objects = sorted((tmp_path / "cache" / "objects").rglob("*"), key=lambda p: -p.stat().st_size if p.is_file() else 0)
+    victim = objects[0]
+    data = bytearray(victim.read_bytes())
+    if damage == "bit flip":
+        data[len(data) // 2] ^= 0x10
+    else:
+        data = data[: len(data) // 2]
+    victim.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        second = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "b")), cache=cache)
+    assert second.converted and not second.restored
+    assert any("corrupt" in record.getMessage() for record in caplog.records)
+    assert outputs(tmp_path / "b") == outputs(tmp_path / "a") and first.cache_key == second.cache_key
+    import hashlib
+
+    assert hashlib.sha256(victim.read_bytes()).hexdigest() == victim.name  # rewritten intact
+    third = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "c")), cache=cache)
+    assert third.restored
+
+
+def test_kill_9_during_a_cache_write_never_leaves_an_accepted_object(tmp_path):
+    cache = tmp_path / "cache"
+    script = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        sys.path.insert(0, {str(REPO)!r})
+        from usdforge.pipeline.cache import Store
+
+        def half_then_hang(self, data):
+            with open(self, "wb") as stream:
+                stream.write(data[: len(data) // 2])
+                stream.flush()
+            print("writing", flush=True)
+            time.sleep(120)
+
+        Path.write_bytes = half_then_hang
+        Store({str(cache)!r}).put_entry("k" * 64, {{"big.usd": b"x" * (1 << 20)}})
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "writing"
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    store = Store(cache)
+    assert store.get_entry("k" * 64) is None
+    import hashlib
+
+    sha = hashlib.sha256(b"x" * (1 << 20)).hexdigest()
+    assert store.get_bytes(sha) is None
+    leftovers = [p for p in (cache / "objects").rglob("*") if p.is_file()]
+    assert leftovers and all(p.name.startswith(".") for p in leftovers)  # only the writer's temporary file
+    assert store.stats()["objects"] == 0
+    assert store.put_entry("k" * 64, {"big.usd": b"x" * (1 << 20)}) == {"big.usd": sha}
+    assert store.get_entry("k" * 64).files == {"big.usd": b"x" * (1 << 20)}
+
+
+def test_two_builds_sharing_one_cache_at_the_same_time_both_finish_correctly(tmp_path):
+    cache = tmp_path / "shared-cache"
+    libraries = [make_checkout(tmp_path / name) for name in ("one", "two")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    processes = [subprocess.Popen([sys.executable, "-m", "doit", "-f", str(REPO / "dodo.py"), "-d",
+                                   str(tmp_path / name / "work"), "convert", f"cache={cache}", f"library={library}"],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for name, library in zip(("one", "two"), libraries)]
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+    reference = tmp_path / "reference"
+    env_off = {**env, "USDFORGE_CACHE": "off"}
+    (reference / "work").mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "doit", "-f", str(REPO / "dodo.py"), "-d", str(reference / "work"),
+                    "convert", f"library={libraries[0]}"], env=env_off, check=True, capture_output=True, timeout=300)
+    expected = outputs(reference / "work/build/usd")
+    assert outputs(tmp_path / "one/work/build/usd") == expected
+    assert outputs(tmp_path / "two/work/build/usd") == expected
+    assert Store(cache).stats()["entries"] >= 3
+
+
+def test_doit_clean_keeps_the_cache_and_cache_clear_empties_it(tmp_path, capsys):
+    library = make_checkout(tmp_path)
+    work, cache = tmp_path / "work", tmp_path / "work" / "build" / "cache"
+    saved = os.environ.pop("USDFORGE_CACHE")  # the default cache: build/cache
+    try:
+        assert doit(work, "convert", library=library).returncode == 0
+        entries = Store(cache).stats()["entries"]
+        assert entries >= 3
+        assert doit(work, "clean", "convert", library=library).returncode == 0
+        assert not (work / "build/usd/crate/crate.usda").exists() and Store(cache).stats()["entries"] == entries
+        assert doit(work, "convert", library=library).returncode == 0
+        assert last_build(cache) == {"mesh": {"hits": 1, "misses": 0}, "urdf": {"hits": 2, "misses": 0}}
+        assert main(["cache", "stats", "--cache", str(cache)]) == 0
+        assert "last build: 3/3 lookups hit (100 %)" in capsys.readouterr().out
+        assert main(["cache", "clear", "--cache", str(cache)]) == 0
+        assert Store(cache).stats()["entries"] == 0
+    finally:
+        os.environ["USDFORGE_CACHE"] = saved
+
+
+def test_prune_drops_least_recently_used_artifacts_first(tmp_path):
+    store = Store(tmp_path / "cache")
+    for index, name in enumerate(("old", "middle", "new")):
+        key = name.ljust(64, "0")
+        store.put_entry(key, {"a": name.encode() * 1000})
+        entry = tmp_path / "cache" / "entries" / key[:2] / f"{key}.json"
+        os.utime(entry, (time.time() - 1000 + index * 100,) * 2)
+    store.entry("old".ljust(64, "0"))  # used now: the most recent
+    size = store.stats()["bytes"]
+    assert main(["cache", "prune", "--max-size", str(size - 1000), "--cache", str(tmp_path / "cache")]) == 0
+    assert store.entry("middle".ljust(64, "0")) is None
+    assert store.entry("old".ljust(64, "0")) is not None and store.entry("new".ljust(64, "0")) is not None
+    assert store.stats()["objects"] == 2
+    orphan = store.put_bytes(b"written by a build whose entry is not there yet")
+    store.prune(0)
+    assert store.stats()["entries"] == 0 and store.get_bytes(orphan) is not None  # young orphans stay
+
+
+def test_an_unwritable_cache_degrades_to_no_cache_with_one_warning(tmp_path, caplog):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    library = load_library(make_checkout(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        for index, entry in enumerate(library.assets):
+            converter = {"crate": MeshConverter}.get(entry.name, UrdfConverter)
+            built = converter(entry_cfg(library, entry, index, tmp_path / "build"), cache=blocker / "cache")
+            assert built.converted and Path(built.usd_path).is_file()
+    warned = [r for r in caplog.records if "cannot be written" in r.getMessage()]
+    assert len(warned) == 1
+
+
+def test_a_byte_identical_copy_elsewhere_is_up_to_date_and_provenance_is_location_free(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    asset = textured_obj(tmp_path / "a")
+    out = tmp_path / "out"
+    first = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out)), cache=False)
+    copy = tmp_path / "b"
+    shutil.copytree(asset.parent, copy, copy_function=shutil.copy)
+    again = MeshConverter(MeshConverterCfg(asset_path=str(copy / asset.name), usd_dir=str(out)), cache=False)
+    assert not again.converted and again.reasons == []
+    elsewhere = MeshConverter(MeshConverterCfg(asset_path=str(copy / asset.name), usd_dir=str(tmp_path / "out2")),
+                              cache=False)
+    assert outputs(out) == outputs(tmp_path / "out2")  # byte-identical wherever built
+    assert all(str(tmp_path).encode() not in data for data in outputs(out).values())
+    assert main(["info", first.usd_path]) == 0
+    printed = capsys.readouterr().out
+    assert f"cache_key: {first.cache_key}" in printed and "source: crate.obj" in printed
+    assert elsewhere.cache_key == first.cache_key
+
+
+def test_mjcf_compiled_model_is_reused_on_a_cfg_edit_and_not_after_a_mesh_edit(tmp_path, build_cache):
+    """MuJoCo's compiled model (MJB) comes from the cache when only the cfg changed; a mesh edit compiles
+    again; either way the output is byte for byte a conversion without the cache."""
+    import attrs
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.schemas import MjcfConverterCfg
+
+    shutil.copytree(REPO / "assets" / "robots" / "pan_tilt", tmp_path / "pan_tilt")
+    source = tmp_path / "pan_tilt" / "pan_tilt.xml"
+    cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
+    MjcfConverter(cfg, cache=build_cache)
+    edited = attrs.evolve(cfg, override_gain_prm=(321.0,))
+    rebuilt = MjcfConverter(edited, cache=build_cache)
+    assert rebuilt.converted and not rebuilt.restored
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 1, "misses": 1}
+    cold = MjcfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "cold")
+
+    hood = tmp_path / "pan_tilt" / "meshes" / "hood.obj"
+    hood.write_text("\n".join(f"v {2 * float(x)} {y} {z}" if line.startswith("v ") else line
+                              for line in hood.read_text().splitlines() for _, x, y, z in
+                              [line.split() if line.startswith("v ") else ("", 0, 0, 0)]) + "\n")
+    again = MjcfConverter(edited, cache=build_cache)
+    assert again.converted and not again.restored
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 1, "misses": 2}
+    cold = MjcfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold-edited")), cache=False)
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "cold-edited")
+    assert outputs(tmp_path / "out") != outputs(tmp_path / "cold")
+
+
+def test_mjcf_compiled_model_is_not_reused_when_compiling_changes_the_spec(tmp_path, build_cache, shared_dir):
+    """fusestatic merges bodies as MuJoCo compiles: a freshly parsed spec does not match the model, which is
+    therefore not stored."""
+    import attrs
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.schemas import MjcfConverterCfg
+
+    source = shared_dir / "conformance" / "mjcf" / "scene_attributes.xml"
+    cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
+    MjcfConverter(cfg, cache=build_cache)
+    rebuilt = MjcfConverter(attrs.evolve(cfg, override_gain_prm=(321.0,)), cache=build_cache)
+    assert rebuilt.converted and not rebuilt.restored
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 0, "misses": 2}  # looked up, never stored
+    assert last_build(build_cache)["mjcf"] == {"hits": 0, "misses": 2}
+
+
+def _hashed(monkeypatch) -> collections.Counter:
+    """Names of the input files the converters hash (``file_digest`` as pipeline.converters calls it)."""
+    import usdforge.pipeline.converters as converters
+
+    counts = collections.Counter()
+    real = converters.file_digest
+
+    def counting(path):
+        counts[Path(path).name] += 1
+        return real(path)
+
+    monkeypatch.setattr(converters, "file_digest", counting)
+    return counts
+
+
+def test_a_cfg_edit_hashes_no_unchanged_input_again_and_an_edit_keeping_size_and_time_is_seen(
+        tmp_path, monkeypatch, build_cache):
+    """The sidecar's stamps (size, modification and change times, inode) stand for an input's digest
+    while they match; an edit that restores size and modification time changes the change time."""
+    import usdforge.pipeline.lazy as lazy
+    from usdforge.schemas import MassPropertiesCfg
+
+    monkeypatch.setattr(lazy, "RACY_SECONDS", 0.0)  # the files were written just now
+    asset = textured_obj(tmp_path)
+    out = tmp_path / "out"
+    MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out)))
+    assert set(lazy.read_key(out / "crate.usdforge.toml").stamps) == {"crate.obj", "crate.mtl", "wood.png"}
+    hashed = _hashed(monkeypatch)
+    edited = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out), mass_props=MassPropertiesCfg(mass=2.0)))
+    assert edited.converted and hashed == {}
+    # Same size, same modification time, other bytes: still a change.
+    mtl = tmp_path / "crate.mtl"
+    stat = mtl.stat()
+    mtl.write_text(mtl.read_text().replace("0.6 0.4 0.2", "0.2 0.4 0.6"))
+    os.utime(mtl, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert mtl.stat().st_size == stat.st_size and mtl.stat().st_mtime_ns == stat.st_mtime_ns
+    again = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out), mass_props=MassPropertiesCfg(mass=2.0)))
+    assert again.converted and any("crate.mtl" in reason for reason in again.reasons)
+    assert hashed == {"crate.mtl": 1}
+
+
+def test_inputs_modified_just_now_are_not_stamped(tmp_path, monkeypatch):
+    """A file changed within the racy window could be edited again within its time stamp's tick: no
+    stamp, so the next build hashes it. Whole-second times (a coarse file system) get the longer window."""
+    import usdforge.pipeline.lazy as lazy
+
+    monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 60.0)
+    asset = textured_obj(tmp_path)
+    MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "out")))
+    assert lazy.read_key(tmp_path / "out" / "crate.usdforge.toml").stamps == {}
+    now = time.time_ns()
+    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1]) is False  # fine times, 0.5 s < 60 s
+    monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 0.1)
+    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1]) is True
+    # Judged when hashing started, not when the stamp is written: changed 50 ms before the hash began.
+    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1], hashed_at=now - 450_000_000) is False
+    whole = (now // 1_000_000_000 - 1) * 1_000_000_000  # a coarse file system's times, 1 s ago
+    assert lazy.settled([1, whole, whole, 1]) is False
+    assert lazy.settled([1, whole - 2_000_000_000, whole - 2_000_000_000, 1]) is True
+
+
+def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build_cache, caplog):
+    """The MJB is hashed before MuJoCo reads it: a flipped bit is a miss with a warning, never a model."""
+    import json
+
+    import attrs
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.schemas import MjcfConverterCfg
+
+    shutil.copytree(REPO / "assets" / "robots" / "pan_tilt", tmp_path / "pan_tilt")
+    cfg = MjcfConverterCfg(asset_path=str(tmp_path / "pan_tilt" / "pan_tilt.xml"), usd_dir=str(tmp_path / "out"))
+    MjcfConverter(cfg, cache=build_cache)
+    shas = [json.loads(p.read_text())["files"].get("model.mjb") for p in (build_cache / "entries").rglob("*.json")]
+    (sha,) = [s for s in shas if s]
+    mjb = build_cache / "objects" / sha[:2] / sha
+    data = bytearray(mjb.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    mjb.write_bytes(bytes(data))
+    edited = attrs.evolve(cfg, override_gain_prm=(321.0,))
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        MjcfConverter(edited, cache=build_cache)
+    assert any("corrupt" in r.getMessage() and sha in r.getMessage() for r in caplog.records)
+    assert last_build(build_cache)["mjcf-compiled"] == {"hits": 0, "misses": 2}
+    MjcfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
+    assert outputs(tmp_path / "out") == outputs(tmp_path / "cold")
