@@ -25,7 +25,11 @@ class UsdforgeReporter(ConsoleReporter):
     def _write_failure(self, result: dict, write_exception: bool = True) -> None:
         fail, task = result["exception"], result["task"]
         if isinstance(fail, TaskFailed) and not fail.traceback:  # usdforge's own message (TaskFailed(str))
-            message = " ".join(str(fail.message).split("\n"))
+            lines = [line for line in str(fail.message).splitlines() if line.strip()]
+            if len(lines) > 1:  # a report of several findings (``doit verify``): one line each, as given
+                self.write("\n".join(lines) + "\n")
+                return
+            message = lines[0] if lines else task.name
         else:  # doit's (a missing file_dep, an action that raised): its name and first line, on one line
             lines = [line for line in fail.get_msg().splitlines() if line.strip()]
             message = f"{task.name}: {fail.get_name()}: {lines[-1] if lines else ''}"
