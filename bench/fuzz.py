@@ -19,6 +19,7 @@ when there is any crash, hang or non-finite output.
 from __future__ import annotations
 
 import argparse
+import copy
 import io
 import json
 import os
@@ -94,7 +95,7 @@ def _element(data: bytes, rng: random.Random, duplicate: bool) -> bytes:
     element = rng.choice(elements)
     parent = element.getparent()
     if duplicate:
-        parent.insert(parent.index(element), etree.fromstring(etree.tostring(element)))
+        parent.insert(parent.index(element), copy.deepcopy(element))
     else:
         parent.remove(element)
     return etree.tostring(root)
