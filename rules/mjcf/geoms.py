@@ -17,17 +17,20 @@ a builtin (procedural) texture is written as a PNG from MuJoCo's compiled texels
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import mujoco
 import numpy as np
-import trimesh
 
 from usdforge.rules.mjcf.bodies import BodyMap, massless_inertial, pose_matrix
 from usdforge.rules.mjcf.load import LoadedModel, model_path
 from usdforge.rules.robot.meshes import MeshLibrary, MeshPart
 from usdforge.rules.robot.model import Geometry, Link, Material, Robot, Shape
 from usdforge.rules.usd.stage import unique, usd_identifier
+
+if TYPE_CHECKING:
+    import trimesh
 
 #: MuJoCo's default geom colour: a geom with a material shows the material's colour unless its own
 #: ``rgba`` differs from this.
@@ -70,6 +73,8 @@ def hfield_mesh(model: mujoco.MjModel, hfield: int) -> trimesh.Trimesh:
     index = np.arange(rows * cols).reshape(rows, cols)
     a, b, c, d = index[:-1, :-1], index[:-1, 1:], index[1:, :-1], index[1:, 1:]
     faces = np.concatenate([np.stack([a, b, d], -1).reshape(-1, 3), np.stack([a, d, c], -1).reshape(-1, 3)])
+    import trimesh  # only models with height fields pay for it
+
     return trimesh.Trimesh(vertices, faces, process=False)
 
 
