@@ -222,6 +222,14 @@ def _parsed(path: Path) -> mujoco.MjSpec:
     return spec
 
 
+def disable_asset_cache() -> None:
+    """Turn off MuJoCo's process-wide asset cache (decoded meshes kept for later compiles, up to 500 MB) in
+    a process that compiles each model once, such as the CLI or a doit worker, where it only adds to the
+    peak memory (unitree_h1: 100 MB of 143k mesh vertices). A recompile (``link_density``, repairs) then
+    decodes the meshes again."""
+    mujoco.mj_setCacheCapacity(mujoco.mj_getCache(), 0)
+
+
 def load_mjcf(path: str | Path) -> LoadedModel:
     """Parse and compile the MJCF model at ``path`` (see the module docstring); inside the pipeline's
     mesh cache, the compiled model is reused from the build cache when the files are unchanged
