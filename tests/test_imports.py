@@ -39,6 +39,16 @@ def test_cli_conversion_of_an_mjcf_model_imports_neither_trimesh_nor_scipy(tmp_p
     assert not modules & set(NOT_FOR_MJCF), sorted(modules & set(NOT_FOR_MJCF))
 
 
+def test_cli_conversion_of_a_urdf_without_meshes_imports_neither_trimesh_nor_mujoco(tmp_path, shared_dir):
+    source = shared_dir / "corpus" / "urdf" / "cartpole" / "cartpole.urdf"
+    out = tmp_path / "out"
+    code = ("from usdforge.pipeline.cli import main\n"
+            f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}]) == 0\n")
+    modules = imported_after(code, tmp_path)
+    assert (out / "cartpole.usd").is_file()
+    assert not modules & {"trimesh", "scipy", "mujoco", "jax"}, sorted(modules & {"trimesh", "scipy", "mujoco", "jax"})
+
+
 def test_cli_conversion_of_a_mesh_file_reads_it_with_trimesh(tmp_path):
     # The other side of the rule: formats MuJoCo does not read still go through trimesh (one mesh reader).
     source = tmp_path / "box.obj"
