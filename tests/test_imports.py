@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: Top-level packages no conversion of an MJCF model (whose meshes MuJoCo reads) may import.
@@ -27,14 +29,16 @@ def test_importing_usdforge_and_its_cli_imports_no_heavy_library(tmp_path):
     assert not modules & {"pxr", "trimesh", "scipy", "mujoco", "jax", "lxml"}, sorted(modules)
 
 
-def test_cli_conversion_of_an_mjcf_model_imports_neither_trimesh_nor_scipy(tmp_path, shared_dir):
-    # robotiq_2f85: STL meshes, which MuJoCo decodes; the USD geometry is MuJoCo's compiled meshes.
-    source = shared_dir / "corpus" / "mjcf" / "robotiq_2f85" / "2f85.xml"
+@pytest.mark.parametrize("model", ["robotiq_2f85/2f85.xml", "skydio_x2/x2.xml"])
+def test_cli_conversion_of_an_mjcf_model_imports_neither_trimesh_nor_scipy(tmp_path, shared_dir, model):
+    # robotiq_2f85: STL meshes, which MuJoCo decodes (the USD geometry is MuJoCo's compiled meshes);
+    # skydio_x2: OBJ meshes and ellipsoids, tessellated as MuJoCo's builtin icosphere.
+    source = shared_dir / "corpus" / "mjcf" / model
     out = tmp_path / "out"
     code = ("from usdforge.pipeline.cli import main\n"
             f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}]) == 0\n")
     modules = imported_after(code, tmp_path)
-    assert (out / "2f85.usd").is_file() and (out / "payloads" / "geometry.usd").is_file()
+    assert (out / f"{source.stem}.usd").is_file() and (out / "payloads" / "geometry.usd").is_file()
     assert "mujoco" in modules and "pxr" in modules
     assert not modules & set(NOT_FOR_MJCF), sorted(modules & set(NOT_FOR_MJCF))
 
