@@ -2,8 +2,9 @@
 
 The converter is built on first use (``get_converter()``; ``converter`` is the same object), not at
 import: building it is a tenth of a second that ``import usdforge`` should not pay. Cfg modules add their
-own hooks with ``register_hooks``. ``get_converter().unstructure(cfg)`` gives plain dicts; ``structure_cfg(data, Cls, path)`` builds a cfg and turns
-any cattrs/attrs failure into one ``ConfigError`` line such as
+own hooks with ``register_hooks``. ``get_converter().unstructure(cfg)`` gives plain dicts;
+``structure_cfg(data, Cls, path)`` builds a cfg and turns any cattrs/attrs failure into one
+``ConfigError`` line such as
 ``assets[3].cfg.scale: expected 3 finite non-zero scale factors, found (0.0, 1.0, 1.0)``.
 Property-group fields (``rigid_props`` …) are tagged unions keyed on ``type`` = the class name, so a TOML
 table picks any subclass. TOML has no null: ``None`` fields are left out, and a None whose default is
