@@ -141,12 +141,16 @@ def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
     """Compile ``spec``, repairing what MuJoCo names in its errors (see the module docstring).
 
     Raises ConversionError with MuJoCo's message when an error names no element that can be repaired.
+    The returned ``spec`` is a copy of ``spec`` as it was just before the compile that succeeded: a
+    compiled spec keeps its own processed copy of every mesh (unitree_h1: 110 MB beside the model's 50),
+    so the compiled one is dropped and the model is not held twice.
     """
     loaded_warnings: list[str] = []
     skipped: list[str] = []
     unknown_mass: set[str] = set()
     trimesh_meshes: dict[str, Path] = {}
     for _ in range(MAX_REPAIRS):
+        uncompiled = spec.copy()  # small: meshes are read by the compile
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # deprecation notes of MuJoCo's own (settotalmass …)
@@ -181,7 +185,7 @@ def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
         raise ConversionError(path, "MuJoCo cannot compile this model: too many errors to repair")
     data = mujoco.MjData(model)
     mujoco.mj_kinematics(model, data)
-    return LoadedModel(path, spec, model, data, skipped, loaded_warnings, unknown_mass, trimesh_meshes)
+    return LoadedModel(path, uncompiled, model, data, skipped, loaded_warnings, unknown_mass, trimesh_meshes)
 
 
 def model_path(model: mujoco.MjModel, address: int) -> Path | None:
