@@ -151,14 +151,17 @@ def import_floor(repeat: int) -> list[tuple[str, list[str]]]:
     python = sys.executable
     urdf_python = str(venv_python(VENV, THEIRS))
     mjcf_python = str(venv_python(MJCF_VENV, MJCF_THEIRS))
+    cli = "import usdforge.pipeline.cli; "
     return [
         ("python -c pass", [python, "-c", "pass"]),
         ("from pxr import Sdf", [python, "-c", "from pxr import Sdf"]),
         ("numpy, lxml, pxr Sdf/Usd/UsdGeom", [python, "-c", "import numpy, lxml.etree; from pxr import Sdf, Usd, UsdGeom"]),
         ("usdforge --version", [*usdforge_command(), "--version"]),
-        ("import usdforge.rules.urdf.convert", [python, "-c", "import usdforge.rules.urdf.convert"]),
-        ("import usdforge.rules.mjcf.convert", [python, "-c", "import usdforge.rules.mjcf.convert"]),
-        ("import trimesh (URDF/mesh files)", [python, "-c", "import trimesh"]),
+        ("imports of a URDF without meshes", [python, "-c", cli + "import usdforge.rules.urdf.convert"]),
+        ("... with mesh files (+ trimesh, scipy)", [python, "-c", cli + "import usdforge.rules.urdf.convert, "
+                                                    "usdforge.rules.mesh.read"]),
+        ("imports of an MJCF model (+ mujoco)", [python, "-c", "import os; os.environ['MUJOCO_GL'] = 'disable'; "
+                                                 + cli + "import usdforge.rules.mjcf.convert"]),
         ("peer: import urdf_usd_converter", [urdf_python, "-c", "import urdf_usd_converter"]),
         ("peer: import mujoco_usd_converter", [mjcf_python, "-c", "import mujoco_usd_converter"]),
     ]
