@@ -13,7 +13,8 @@ peak resident set size (``wait4``'s ``ru_maxrss``) of
   ``mujoco_usd_converter IN OUT`` (mujoco-usd-converter 0.8.0) for MJCF, in the venvs ``bench/convert.py``
   makes under ``build/`` on first use,
 
-each run into a fresh folder (both write layered assets, their defaults), the two sides interleaved run
+each run into a fresh folder (both write layered assets, their defaults; usdforge with a fresh, empty build
+cache, as on a first conversion, so nothing is restored from an earlier run), the two sides interleaved run
 by run with the order swapped every repeat, so load from other processes hits both alike. Reported: the
 median and the spread (min–max) per side, the ratio of the medians, the peak RSS (median). Then the
 import floor, what any conversion pays before converting (median of the same number of runs). Then
@@ -55,7 +56,8 @@ def run(command: list[str], cwd: Path | None = None) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of one whole process (its waited-for children included)."""
     with tempfile.TemporaryFile() as log:
         start = time.perf_counter()
-        process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=log)
+        env = {k: v for k, v in os.environ.items() if k != "USDFORGE_CACHE"}  # caches start empty
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=log)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -67,32 +69,33 @@ def run(command: list[str], cwd: Path | None = None) -> tuple[float, float]:
 
 
 def cases() -> list[dict]:
-    """Every corpus model with both sides' command lines (``{out}`` stands for the output folder)."""
+    """Every corpus model with both sides' command lines (``{out}``: the output folder, ``{cache}``: usdforge's cache)."""
     ours = usdforge_command()
     urdf_peer = str(venv_python(VENV, THEIRS).parent / "urdf_usd_converter")
     mjcf_peer = str(venv_python(MJCF_VENV, MJCF_THEIRS).parent / "mujoco_usd_converter")
     found = []
     for case in mjcf_corpus():
         found.append({"name": case["name"], "kind": "mjcf", "source": case["mjcf"], "packages": {},
-                      "ours": [*ours, "convert", "-q", case["mjcf"], "{out}"],
+                      "ours": [*ours, "convert", "-q", case["mjcf"], "{out}", "--cache", "{cache}"],
                       "theirs": [mjcf_peer, case["mjcf"], "{out}"]})
     for case in corpus():
         packages = [f"{p['name']}={p['path']}" for p in case["packages"]]
         found.append({"name": case["name"], "kind": "urdf", "source": case["urdf"],
                       "packages": {p["name"]: p["path"] for p in case["packages"]},
-                      "ours": [*ours, "convert", "-q", case["urdf"], "{out}",
+                      "ours": [*ours, "convert", "-q", case["urdf"], "{out}", "--cache", "{cache}",
                                *(a for p in packages for a in ("--package", p))],
                       "theirs": [urdf_peer, case["urdf"], "{out}", *(a for p in packages for a in ("--package", p))]})
     return found
 
 
 def timed_conversion(template: list[str], scratch: Path) -> tuple[float, float]:
-    """Run one side's command into a fresh output folder, removed afterwards."""
-    out = Path(tempfile.mkdtemp(dir=scratch))
+    """Run one side's command into a fresh output folder (and build cache), removed afterwards."""
+    folder = Path(tempfile.mkdtemp(dir=scratch))
+    places = {"{out}": str(folder / "out"), "{cache}": str(folder / "cache")}
     try:
-        return run([str(out) if part == "{out}" else part for part in template])
+        return run([places.get(part, part) for part in template])
     finally:
-        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def measure_models(models: list[dict], repeat: int, scratch: Path) -> dict[str, dict[str, list]]:
