@@ -250,6 +250,7 @@ def load_mjcf(path: str | Path) -> LoadedModel:
         loaded = LoadedModel(path, spec, model, data)
     else:
         loaded = compile_repaired(path, spec)
+        del spec  # compiled, it holds MuJoCo's processed meshes (h1: 110 MB): gone before the model is stored
         if not (loaded.warnings or loaded.skipped or loaded.trimesh_meshes):  # repairs edit the spec: not reused
             store_model(token, loaded.model, lambda: _parsed(path))
     loaded.texture_files = textures
