@@ -6,10 +6,7 @@ default ``add_usd`` reads) and ``mjc:*`` (MuJoCo)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-import trimesh
 from pxr import Gf, Sdf
 
 from usdforge.rules.robot.articulation import tree_roots
@@ -58,8 +55,16 @@ def _axis_alignment(axis: np.ndarray) -> tuple[int, np.ndarray]:
         # Exactly opposite: half a turn about the next axis.
         other = np.zeros(3)
         other[(k + 1) % 3] = 1.0
-        return k, trimesh.transformations.rotation_matrix(math.pi, other)[:3, :3]
-    return k, trimesh.transformations.rotation_matrix(math.atan2(sine, cosine), cross / sine)[:3, :3]
+        return k, 2.0 * np.outer(other, other) - np.eye(3)
+    return k, _rotation(cross / sine, sine, cosine)
+
+
+def _rotation(unit: np.ndarray, sine: float, cosine: float) -> np.ndarray:
+    """(3, 3) rotation about the unit axis ``unit`` (3,) by the angle of the given sine and cosine
+    (Rodrigues' formula, as pxr's Gf.Rotation and trimesh compute it)."""
+    x, y, z = unit
+    cross = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+    return cosine * np.eye(3) + sine * cross + (1.0 - cosine) * np.outer(unit, unit)
 
 
 def _vec3f(values) -> Gf.Vec3f:
