@@ -207,11 +207,7 @@ class Joints:
             physx_values["physxJoint:jointFriction"] = float(joint.friction)
         if joint.armature is not None:
             physx_values["physxJoint:armature"] = float(joint.armature)
-        if physx_values:
-            physx = self.layers.over("physx", path)
-            sdf.apply_schemas(physx, "PhysxJointAPI")
-            for name, value in physx_values.items():
-                sdf.attribute(physx, name, T.Float, value)
+        self._engine_attributes("physx", path, "PhysxJointAPI", physx_values, T.Float)
         # Newton's default reader (its Newton schema resolver alone) sees only NewtonJointAPI's attributes:
         # per degree for angular joints, as USD angles are.
         newton_values = {}
@@ -224,11 +220,7 @@ class Joints:
             newton_values["newton:friction"] = float(joint.friction)
         if joint.armature is not None:
             newton_values["newton:armature"] = float(joint.armature)
-        if newton_values:
-            newton = self.layers.over("newton", path)
-            sdf.apply_schemas(newton, "NewtonJointAPI")
-            for name, value in newton_values.items():
-                sdf.attribute(newton, name, T.Float, value)
+        self._engine_attributes("newton", path, "NewtonJointAPI", newton_values, T.Float)
         mujoco = {}
         if joint.damping is not None:
             mujoco["mjc:damping"] = float(joint.damping)
@@ -241,10 +233,18 @@ class Joints:
         if joint.effort is not None:
             mujoco["mjc:actuatorfrcrange:min"] = -float(joint.effort)
             mujoco["mjc:actuatorfrcrange:max"] = float(joint.effort)
-        if mujoco:
-            spec = self.layers.over("mujoco", path)
-            sdf.apply_schemas(spec, "MjcJointAPI")
-            for name, value in mujoco.items():
-                sdf.attribute(spec, name, T.Double, value)
-            if joint.effort is not None:
-                sdf.attribute(spec, "mjc:actuatorfrclimited", T.Token, "true", uniform=True)
+        spec = self._engine_attributes("mujoco", path, "MjcJointAPI", mujoco, T.Double)
+        if spec is not None and joint.effort is not None:
+            sdf.attribute(spec, "mjc:actuatorfrclimited", T.Token, "true", uniform=True)
+
+    def _engine_attributes(self, layer: str, path: Sdf.Path, api: str, values: dict[str, float],
+                           value_type: Sdf.ValueTypeName) -> Sdf.PrimSpec | None:
+        """``values`` (attribute name → value, already in USD units) with ``api`` applied, as an over in the
+        engine's ``layer``; the spec, or None when there is nothing to author."""
+        if not values:
+            return None
+        spec = self.layers.over(layer, path)
+        sdf.apply_schemas(spec, api)
+        for name, value in values.items():
+            sdf.attribute(spec, name, value_type, value)
+        return spec
