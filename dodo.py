@@ -8,6 +8,7 @@ build/report/index.html; `doit list` shows the tasks. `doit convert scheduler=tc
 shard i of n only.
 """
 
+import os
 from pathlib import Path
 
 from doit import get_var
@@ -20,6 +21,8 @@ from usdforge.pipeline.verify_tasks import report_tasks, thumbnail_tasks, verify
 Path("build").mkdir(exist_ok=True)
 _OPTIONS, _OPTIONS_ERROR = build_options(get_var("scheduler"), get_var("workers"), get_var("sources"),
                                          get_var("shard"))
+# No task renders: MuJoCo need not load its OpenGL context (GLFW) in each worker (see pipeline.cli).
+os.environ.setdefault("MUJOCO_GL", "disable")
 
 DOIT_CONFIG = {
     "backend": "json",

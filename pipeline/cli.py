@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import tomllib
 import warnings
@@ -161,6 +162,10 @@ def convert_command(args: argparse.Namespace) -> str:
     from usdforge.schemas import structure_cfg
 
     kind = args.kind or kind_of(args.input)
+    if kind == "mjcf":  # one conversion and exit: MuJoCo's asset cache would only add to the peak memory
+        from usdforge.rules.mjcf.load import disable_asset_cache
+
+        disable_asset_cache()
     table: dict = {}
     if args.config is not None:
         try:
@@ -203,6 +208,9 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``usdforge`` console script."""
     args = build_parser().parse_args(argv)
+    # Nothing here renders: without this, ``import mujoco`` loads its OpenGL context (GLFW through cffi),
+    # a fifth of a second of every MJCF conversion. A MUJOCO_GL the user set is kept.
+    os.environ.setdefault("MUJOCO_GL", "disable")
     quiet = getattr(args, "quiet", False)
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="usdforge: %(message)s")
     warnings.simplefilter("ignore" if quiet else "default")

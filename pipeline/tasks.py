@@ -154,6 +154,10 @@ def _run_conversion(kind: str, cfg_json: str, cache: Any, root: str,
 
     from usdforge.pipeline.conversion_record import recording
 
+    if kind == "mjcf":  # workers compile each model once: MuJoCo's asset cache would only hold memory
+        from usdforge.rules.mjcf.load import disable_asset_cache
+
+        disable_asset_cache()
     try:
         with recording() as record:  # wall time and warnings, for `doit report`
             converter = converter_for(kind)(cfg_from_json(cfg_json, cfg_class(kind)),

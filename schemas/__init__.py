@@ -6,7 +6,7 @@ from usdforge.schemas.converter_cfgs import LOCATION_FIELDS, AssetConverterBaseC
 from usdforge.schemas.physics import (MESH_APPROXIMATIONS, CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg,
                              RigidBodyBaseCfg)
 from usdforge.schemas.serialization import (ConfigError, cfg_from_json, cfg_from_toml, cfg_to_dict, cfg_to_json,
-                                   cfg_to_toml, converter, structure_cfg)
+                                   cfg_to_toml, get_converter, structure_cfg)
 from usdforge.schemas._version import __version__
 from usdforge.schemas.digest import DIGEST_EXCLUDED_FIELDS, config_digest
 from usdforge.schemas.mjcf_cfg import MjcfConverterCfg
@@ -36,10 +36,13 @@ _WRITER_EXPORTS = (
 
 #: The public names: the cfg classes, converter and digest above, and the writer's functions.
 __all__ = sorted([name for name, value in list(globals().items())
-                  if not name.startswith("_") and not isinstance(value, type(importlib))] + list(_WRITER_EXPORTS))
+                  if not name.startswith("_") and not isinstance(value, type(importlib))]
+                 + list(_WRITER_EXPORTS) + ["converter"])
 
 
 def __getattr__(name):
+    if name == "converter":  # built on first use (schemas.serialization)
+        return get_converter()
     if name in _WRITER_EXPORTS:
         from usdforge.schemas import writer
 

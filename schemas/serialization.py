@@ -1,7 +1,10 @@
 """One cattrs converter for every cfg class, and the error that names the bad field's path.
 
-``converter.unstructure(cfg)`` gives plain dicts; ``structure_cfg(data, Cls, path)`` builds a cfg and turns
-any cattrs/attrs failure into one ``ConfigError`` line such as
+The converter is built on first use (``get_converter()``; ``converter`` is the same object), not at
+import: building it is a tenth of a second that ``import usdforge`` should not pay. Cfg modules add their
+own hooks with ``register_hooks``. ``get_converter().unstructure(cfg)`` gives plain dicts;
+``structure_cfg(data, Cls, path)`` builds a cfg and turns any cattrs/attrs failure into one
+``ConfigError`` line such as
 ``assets[3].cfg.scale: expected 3 finite non-zero scale factors, found (0.0, 1.0, 1.0)``.
 Property-group fields (``rigid_props`` …) are tagged unions keyed on ``type`` = the class name, so a TOML
 table picks any subclass. TOML has no null: ``None`` fields are left out, and a None whose default is
@@ -10,10 +13,11 @@ not None is written as ``false``.
 
 from __future__ import annotations
 
+import gc
 import json
 import tomllib
 import typing
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 import attrs
 import cattrs
@@ -163,7 +167,24 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook_func(lambda tp: tp == tuple[str, ...], structure_strings)
     conv.register_structure_hook_func(
         is_optional_bool, lambda value, tp: None if value is None else structure_bool(value, bool))
-    for base in _property_group_bases():
+    bases = _property_group_bases()
+    # include_subclasses runs a full garbage collection on every call (attrs' replaced slotted classes
+    # must be gone before it lists subclasses): collect once, then freeze the heap so the other
+    # collections have nothing to walk (tens of ms), unless someone else froze it already.
+    gc.collect()
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        _include_property_groups(conv, bases)
+    finally:
+        if freeze:
+            gc.unfreeze()
+    return conv
+
+
+def _include_property_groups(conv: cattrs.Converter, bases: list[type]) -> None:
+    for base in bases:
         include_subclasses(base, conv, union_strategy=_tagged_union_strategy)
         # include_subclasses gives a class with subclasses a union hook; a class without (a leaf, or a group
         # of one class) also accepts the ``type`` its own dict carries, naming itself.
@@ -171,10 +192,35 @@ def _make_converter() -> cattrs.Converter:
             if len(_subclass_tree(cls)) == 1:
                 structure, _ = _tagged_hooks(conv, (cls,))
                 conv.register_structure_hook_func(lambda tp, _cls=cls: tp is _cls, structure)
-    return conv
 
 
-converter: cattrs.Converter = _make_converter()
+_converter: cattrs.Converter | None = None
+_hooks: list[Callable[[cattrs.Converter], None]] = []
+
+
+def register_hooks(install: Callable[[cattrs.Converter], None]) -> None:
+    """Have ``install(converter)`` register a cfg module's own hooks when the converter is built (at once
+    when it is built already); installers run in registration order, after the hooks above."""
+    _hooks.append(install)
+    if _converter is not None:
+        install(_converter)
+
+
+def get_converter() -> cattrs.Converter:
+    """The cattrs converter of every cfg class, built on first use."""
+    global _converter
+    if _converter is None:
+        conv = _make_converter()
+        for install in _hooks:
+            install(conv)
+        _converter = conv
+    return _converter
+
+
+def __getattr__(name: str) -> Any:
+    if name == "converter":
+        return get_converter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _describe(exc: BaseException) -> tuple[list[str], str]:
@@ -218,7 +264,7 @@ def structure_cfg(data: Any, cls: type[T], path: str = "") -> T:
     if not isinstance(data, dict):
         raise ConfigError(f"{path or '<root>'}: expected a table of {cls.__name__} fields, found {data!r}")
     try:
-        return converter.structure(data, cls)
+        return get_converter().structure(data, cls)
     except Exception as exc:  # noqa: BLE001 - every failure becomes one readable line
         parts, reason = _describe(exc)
         raise ConfigError(f"{_join(path, parts)}: {reason}") from None
@@ -226,7 +272,7 @@ def structure_cfg(data: Any, cls: type[T], path: str = "") -> T:
 
 def cfg_to_dict(cfg: Any) -> dict[str, Any]:
     """Plain dict of a cfg (None kept); property groups carry their ``type``."""
-    return converter.unstructure(cfg)
+    return get_converter().unstructure(cfg)
 
 
 def _drop_none(value: Any, template: Any = None) -> Any:

@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 
 from usdforge.schemas.converter_cfgs import COLLISION_TYPES, ROBOT_TYPES, AssetConverterBaseCfg
-from usdforge.schemas.serialization import converter
+from usdforge.schemas.serialization import get_converter, register_hooks
 from usdforge.schemas.validators import FieldValueError, bool_value
 
 DRIVE_TYPES = ("acceleration", "force")
@@ -311,11 +311,11 @@ def _structure_gains(value: Any, _: Any) -> Any:
         raise ValueError(f"not a valid gains type {tag!r} (expected PDGainsCfg or NaturalFrequencyGainsCfg)")
     cls = _GAINS_CLASSES[tag] if tag else (
         NaturalFrequencyGainsCfg if {"natural_frequency", "damping_ratio"} & set(data) else PDGainsCfg)
-    return converter.structure(data, cls)
+    return get_converter().structure(data, cls)
 
 
 def _unstructure_gains(value: Any) -> dict[str, Any]:
-    return {"type": type(value).__name__, **converter.unstructure(value, type(value))}
+    return {"type": type(value).__name__, **get_converter().unstructure(value, type(value))}
 
 
 def _structure_number_or_table(value: Any, tp: Any) -> Any:
@@ -327,7 +327,11 @@ def _structure_number_or_table(value: Any, tp: Any) -> Any:
     return value
 
 
-converter.register_structure_hook_func(lambda tp: _union_args(tp) == _GAINS_UNION, _structure_gains)
-converter.register_unstructure_hook_func(lambda tp: _union_args(tp) == _GAINS_UNION, _unstructure_gains)
-converter.register_structure_hook_func(
-    lambda tp: (_union_args(tp) - {type(None)}) in (_GAIN_TYPES, _TOKEN_TYPES), _structure_number_or_table)
+def _install_hooks(converter) -> None:
+    converter.register_structure_hook_func(lambda tp: _union_args(tp) == _GAINS_UNION, _structure_gains)
+    converter.register_unstructure_hook_func(lambda tp: _union_args(tp) == _GAINS_UNION, _unstructure_gains)
+    converter.register_structure_hook_func(
+        lambda tp: (_union_args(tp) - {type(None)}) in (_GAIN_TYPES, _TOKEN_TYPES), _structure_number_or_table)
+
+
+register_hooks(_install_hooks)

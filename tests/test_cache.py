@@ -129,16 +129,16 @@ def test_second_clone_with_the_first_clones_cache_converts_nothing(tmp_path):
 
 
 def test_a_library_reads_each_mesh_file_once(tmp_path, monkeypatch, build_cache):
-    import usdforge.rules.robot.meshes as meshes
+    import usdforge.rules.mesh.read as read  # the one mesh reader (the robot's mesh library imports it on use)
 
     reads = collections.Counter()
-    real = meshes.load_parts
+    real = read.load_parts
 
     def counting(path, *args, **kwargs):
         reads[Path(path).name] += 1
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(meshes, "load_parts", counting)
+    monkeypatch.setattr(read, "load_parts", counting)
     library_path = make_checkout(tmp_path)
     library = load_library(library_path)
     for index, entry in enumerate(library.assets):

@@ -3,7 +3,7 @@
 Geometry is MuJoCo's compiled geometry (``fromto`` resolved, fitted geoms fitted, sizes from defaults):
 
 - plane, sphere, capsule, cylinder, box → their USD primitives (capsule/cylinder along Z);
-- ellipsoid → a tessellated mesh (UsdPhysics ignores a non-uniform sphere scale; the writer tessellates);
+- ellipsoid → a tessellated mesh, MuJoCo's builtin icosphere scaled (UsdPhysics ignores a non-uniform sphere scale);
 - mesh → MuJoCo's compiled mesh (its reading of the file, ``scale`` applied, a mirrored one re-wound,
   in MuJoCo's mesh frame with the compiled geom pose), once per mesh asset however many geoms use it;
 - hfield → a triangle mesh of MuJoCo's compiled elevation grid.
@@ -16,12 +16,13 @@ a builtin (procedural) texture is written as a PNG from MuJoCo's compiled texels
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 import attrs
 import mujoco
 import numpy as np
-import trimesh
 
 from usdforge.rules.mjcf.bodies import BodyMap, massless_inertial, pose_matrix
 from usdforge.rules.mjcf.load import LoadedModel, model_path
@@ -56,7 +57,30 @@ class GeomMap:
 
 
 
-def hfield_mesh(model: mujoco.MjModel, hfield: int) -> trimesh.Trimesh:
+class Surface(NamedTuple):
+    """An in-memory triangle surface (``Geometry.trimesh``): vertices (V, 3) m, faces (F, 3)."""
+
+    vertices: np.ndarray
+    faces: np.ndarray
+
+
+@cache
+def _unit_sphere() -> Surface:
+    """MuJoCo's builtin icosphere of radius 1, subdivided 3 times (642 vertices, 1280 outward triangles)."""
+    mesh = mujoco.MjSpec().add_mesh(name="sphere")
+    mesh.make_sphere(subdivision=3)
+    return Surface(np.asarray(mesh.uservert, dtype=np.float64).reshape(-1, 3),
+                   np.asarray(mesh.userface, dtype=np.int64).reshape(-1, 3))
+
+
+def ellipsoid_surface(radii: tuple[float, ...]) -> Surface:
+    """An ellipsoid with semi-axes ``radii`` (3,) m: the unit icosphere scaled (UsdPhysics ignores a
+    non-uniform scale on a sphere, so the writer gets triangles)."""
+    sphere = _unit_sphere()
+    return Surface(sphere.vertices * np.asarray(radii, dtype=np.float64), sphere.faces.copy())
+
+
+def hfield_mesh(model: mujoco.MjModel, hfield: int) -> Surface:
     """The height field's top surface as triangles: MuJoCo's grid, x across columns and y across rows,
     spanning ±size[0] × ±size[1] m, heights = elevation (0..1) × size[2] m."""
     rows, cols = int(model.hfield_nrow[hfield]), int(model.hfield_ncol[hfield])
@@ -70,7 +94,7 @@ def hfield_mesh(model: mujoco.MjModel, hfield: int) -> trimesh.Trimesh:
     index = np.arange(rows * cols).reshape(rows, cols)
     a, b, c, d = index[:-1, :-1], index[:-1, 1:], index[1:, :-1], index[1:, 1:]
     faces = np.concatenate([np.stack([a, b, d], -1).reshape(-1, 3), np.stack([a, d, c], -1).reshape(-1, 3)])
-    return trimesh.Trimesh(vertices, faces, process=False)
+    return Surface(vertices, faces)
 
 
 def texture_png(model: mujoco.MjModel, texture: int, path: Path) -> Path:
@@ -172,8 +196,8 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
     if kind == BOX:
         return Geometry(kind="box", size=tuple(2.0 * float(v) for v in size)), pose
     if kind == ELLIPSOID:
-        # The writer tessellates it: UsdPhysics ignores a non-uniform scale on a sphere.
-        return Geometry(kind="ellipsoid", size=tuple(float(v) for v in size)), pose
+        radii = tuple(float(v) for v in size)
+        return Geometry(kind="ellipsoid", size=radii, trimesh=ellipsoid_surface(radii)), pose
     if kind == HFIELD:
         hfield = int(model.geom_dataid[geom])
         if -1 - hfield not in meshes:  # height fields keyed apart from meshes: -1, -2, …

@@ -164,12 +164,16 @@ def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
     """Compile ``spec``, repairing what MuJoCo names in its errors (see the module docstring).
 
     Raises ConversionError with MuJoCo's message when an error names no element that can be repaired.
+    The returned ``spec`` is a copy of ``spec`` as it was just before the compile that succeeded: a
+    compiled spec keeps its own processed copy of every mesh (unitree_h1: 110 MB beside the model's 50),
+    so the compiled one is dropped and the model is not held twice.
     """
     loaded_warnings: list[str] = []
     skipped: list[str] = []
     unknown_mass: set[str] = set()
     trimesh_meshes: dict[str, Path] = {}
     for _ in range(MAX_REPAIRS):
+        uncompiled = spec.copy()  # small: meshes are read by the compile
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # deprecation notes of MuJoCo's own (settotalmass …)
@@ -209,7 +213,7 @@ def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
     check_finite_model(path, model)
     data = mujoco.MjData(model)
     mujoco.mj_kinematics(model, data)
-    return LoadedModel(path, spec, model, data, skipped, loaded_warnings, unknown_mass, trimesh_meshes)
+    return LoadedModel(path, uncompiled, model, data, skipped, loaded_warnings, unknown_mass, trimesh_meshes)
 
 
 def model_path(model: mujoco.MjModel, address: int) -> Path | None:
@@ -251,6 +255,14 @@ def _parsed(path: Path) -> mujoco.MjSpec:
     return spec
 
 
+def disable_asset_cache() -> None:
+    """Turn off MuJoCo's process-wide asset cache (decoded meshes kept for later compiles, up to 500 MB) in
+    a process that compiles each model once, such as the CLI or a doit worker, where it only adds to the
+    peak memory (unitree_h1: 100 MB of 143k mesh vertices). A recompile (``link_density``, repairs) then
+    decodes the meshes again."""
+    mujoco.mj_setCacheCapacity(mujoco.mj_getCache(), 0)
+
+
 def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedModel:
     """Parse and compile the MJCF model at ``path`` (see the module docstring); inside the pipeline's
     mesh cache, the compiled model is reused from the build cache when the files are unchanged
@@ -280,6 +292,7 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
         loaded = LoadedModel(path, spec, model, data)
     else:
         loaded = compile_repaired(path, spec)
+        del spec  # compiled, it holds MuJoCo's processed meshes (h1: 110 MB): gone before the model is stored
         if not (loaded.warnings or loaded.skipped or loaded.trimesh_meshes):  # repairs edit the spec: not reused
             store_model(token, loaded.model, lambda: _parsed(path))
     loaded.texture_files = textures

@@ -13,9 +13,9 @@ import json
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import trimesh
 from pxr import Sdf
 
 from usdforge.rules.conversion_warnings import warn
@@ -25,6 +25,9 @@ from usdforge.rules.robot.meshes import MeshLibrary, MeshPart, active_mesh_cache
 from usdforge.rules.robot.model import Link, Material, Shape
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.usd.stage import unique_name
+
+if TYPE_CHECKING:
+    import trimesh
 
 T = Sdf.ValueTypeNames
 _GEOMETRY_FILE = "geometry.usd"
@@ -38,6 +41,13 @@ def _geometry_code_stamp() -> str:
     for path in sorted([*(rules / "robot").glob("*.py"), *(rules / "usd").glob("*.py"), rules / "outputs.py"]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
+
+
+def _ellipsoid(size) -> trimesh.Trimesh:
+    """An icosphere (subdivided 3 times) scaled to the semi-axes ``size`` (3,) m."""
+    import trimesh  # only robots with ellipsoids pay for it here
+
+    return trimesh.creation.icosphere(subdivisions=3).apply_scale(np.asarray(size, float))
 
 
 class Shapes:
@@ -84,8 +94,7 @@ class Shapes:
             sdf.attribute(spec, "axis", T.Token, "Z", uniform=True)
             sdf.xform(spec, shape.pose)
         elif g.kind == "ellipsoid" or g.trimesh is not None:
-            mesh = g.trimesh if g.trimesh is not None else \
-                trimesh.creation.icosphere(subdivisions=3).apply_scale(np.asarray(g.size, float))
+            mesh = g.trimesh if g.trimesh is not None else _ellipsoid(g.size)
             spec = sdf.mesh(self.layers.layer("instances"), path, np.asarray(mesh.vertices), np.asarray(mesh.faces))
             sdf.xform(spec, shape.pose)
         else:

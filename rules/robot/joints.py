@@ -6,10 +6,7 @@ default ``add_usd`` reads) and ``mjc:*`` (MuJoCo)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-import trimesh
 from pxr import Gf, Sdf
 
 from usdforge.rules.robot.articulation import tree_roots
@@ -58,8 +55,16 @@ def _axis_alignment(axis: np.ndarray) -> tuple[int, np.ndarray]:
         # Exactly opposite: half a turn about the next axis.
         other = np.zeros(3)
         other[(k + 1) % 3] = 1.0
-        return k, trimesh.transformations.rotation_matrix(math.pi, other)[:3, :3]
-    return k, trimesh.transformations.rotation_matrix(math.atan2(sine, cosine), cross / sine)[:3, :3]
+        return k, 2.0 * np.outer(other, other) - np.eye(3)
+    return k, _rotation(cross / sine, sine, cosine)
+
+
+def _rotation(unit: np.ndarray, sine: float, cosine: float) -> np.ndarray:
+    """(3, 3) rotation about the unit axis ``unit`` (3,) by the angle of the given sine and cosine
+    (Rodrigues' formula, as pxr's Gf.Rotation and trimesh compute it)."""
+    x, y, z = unit
+    cross = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
+    return cosine * np.eye(3) + sine * cross + (1.0 - cosine) * np.outer(unit, unit)
 
 
 def _vec3f(values) -> Gf.Vec3f:
@@ -202,11 +207,7 @@ class Joints:
             physx_values["physxJoint:jointFriction"] = float(joint.friction)
         if joint.armature is not None:
             physx_values["physxJoint:armature"] = float(joint.armature)
-        if physx_values:
-            physx = self.layers.over("physx", path)
-            sdf.apply_schemas(physx, "PhysxJointAPI")
-            for name, value in physx_values.items():
-                sdf.attribute(physx, name, T.Float, value)
+        self._engine_attributes("physx", path, "PhysxJointAPI", physx_values, T.Float)
         # Newton's default reader (its Newton schema resolver alone) sees only NewtonJointAPI's attributes:
         # per degree for angular joints, as USD angles are.
         newton_values = {}
@@ -219,11 +220,7 @@ class Joints:
             newton_values["newton:friction"] = float(joint.friction)
         if joint.armature is not None:
             newton_values["newton:armature"] = float(joint.armature)
-        if newton_values:
-            newton = self.layers.over("newton", path)
-            sdf.apply_schemas(newton, "NewtonJointAPI")
-            for name, value in newton_values.items():
-                sdf.attribute(newton, name, T.Float, value)
+        self._engine_attributes("newton", path, "NewtonJointAPI", newton_values, T.Float)
         mujoco = {}
         if joint.damping is not None:
             mujoco["mjc:damping"] = float(joint.damping)
@@ -236,10 +233,18 @@ class Joints:
         if joint.effort is not None:
             mujoco["mjc:actuatorfrcrange:min"] = -float(joint.effort)
             mujoco["mjc:actuatorfrcrange:max"] = float(joint.effort)
-        if mujoco:
-            spec = self.layers.over("mujoco", path)
-            sdf.apply_schemas(spec, "MjcJointAPI")
-            for name, value in mujoco.items():
-                sdf.attribute(spec, name, T.Double, value)
-            if joint.effort is not None:
-                sdf.attribute(spec, "mjc:actuatorfrclimited", T.Token, "true", uniform=True)
+        spec = self._engine_attributes("mujoco", path, "MjcJointAPI", mujoco, T.Double)
+        if spec is not None and joint.effort is not None:
+            sdf.attribute(spec, "mjc:actuatorfrclimited", T.Token, "true", uniform=True)
+
+    def _engine_attributes(self, layer: str, path: Sdf.Path, api: str, values: dict[str, float],
+                           value_type: Sdf.ValueTypeName) -> Sdf.PrimSpec | None:
+        """``values`` (attribute name → value, already in USD units) with ``api`` applied, as an over in the
+        engine's ``layer``; the spec, or None when there is nothing to author."""
+        if not values:
+            return None
+        spec = self.layers.over(layer, path)
+        sdf.apply_schemas(spec, api)
+        for name, value in values.items():
+            sdf.attribute(spec, name, value_type, value)
+        return spec

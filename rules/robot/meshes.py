@@ -26,14 +26,15 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 import numpy as np
-import trimesh
 
 from usdforge.rules.errors import ConversionError
-from usdforge.rules.mesh.read import load_parts
 from usdforge.rules.mesh.references import mesh_references
+
+if TYPE_CHECKING:  # trimesh (and the scipy it imports) only when a mesh file is read or measured
+    import trimesh
 
 
 class MeshPart(NamedTuple):
@@ -64,6 +65,8 @@ class MeshPart(NamedTuple):
         return self.normals[self.normal_indices]
 
     def trimesh(self) -> trimesh.Trimesh:
+        import trimesh
+
         return trimesh.Trimesh(self.points, self.faces, process=False)
 
 
@@ -126,6 +129,8 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> Me
         rgba = np.asarray(mesh.visual.vertex_colors, dtype=float) / 255.0
         colors = rgba if len(rgba) == len(points) else None
     if colors is None:
+        import trimesh
+
         unique, inverse = trimesh.grouping.unique_rows(points)  # one sort; first-seen order costs two more
         points, faces = points[unique], inverse[faces]
     part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=color, image=image)
@@ -284,6 +289,8 @@ class MeshLibrary:
         return parts
 
     def _read_file(self, path: Path) -> list[MeshPart]:
+        from usdforge.rules.mesh.read import load_parts
+
         with _quiet_trimesh():
             loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
         # STL has no node names (trimesh names a part after the file or its header): the file's stem.
@@ -325,6 +332,8 @@ class MeshLibrary:
         """Volume properties of the scaled file, of its convex hull when the surface is not closed."""
         key = (Path(path), tuple(float(s) for s in scale))
         if key not in self._volumes:
+            import trimesh
+
             mesh = trimesh.util.concatenate([part.trimesh() for part in self.parts(*key)])
             mesh.merge_vertices()
             if not mesh.is_volume:

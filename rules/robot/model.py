@@ -36,7 +36,9 @@ class Geometry:
 
     kind: box (size = full extents (3,)), sphere (radius), cylinder / capsule (radius, length along Z,
         capsule length without the caps), ellipsoid (size = radii (3,)), plane (size = half extents (2,),
-        0 for infinite), mesh (mesh = file, scale (3,); or trimesh = an in-memory trimesh.Trimesh).
+        0 for infinite), mesh (mesh = file, scale (3,); or trimesh = an in-memory triangle mesh: any object
+        with vertices (V, 3) and faces (F, 3), such as a trimesh.Trimesh). An ellipsoid without one is
+        tessellated by the writer.
     """
 
     kind: GeometryKind

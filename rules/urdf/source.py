@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import trimesh
 from lxml import etree
 
 from usdforge.rules.conversion_warnings import warn
@@ -33,8 +32,14 @@ def attribute_token(text: str) -> str:
 
 
 def rpy_matrix(rpy: tuple[float, float, float]) -> np.ndarray:
-    """URDF's roll-pitch-yaw (fixed axes X, then Y, then Z) as a (3, 3) rotation: Rz(y) Ry(p) Rx(r)."""
-    return trimesh.transformations.euler_matrix(*rpy, axes="sxyz")[:3, :3]
+    """URDF's roll-pitch-yaw (fixed axes X, then Y, then Z) as a (3, 3) rotation: Rz(y) Ry(p) Rx(r), the
+    product written out as urdfdom's ``Rotation::setFromRPY`` does (no trimesh import for a mesh-less robot)."""
+    roll, pitch, yaw = (float(v) for v in rpy)
+    sr, cr, sp, cp, sy, cy = (math.sin(roll), math.cos(roll), math.sin(pitch), math.cos(pitch),
+                              math.sin(yaw), math.cos(yaw))
+    return np.array([[cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
+                     [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
+                     [-sp, cp * sr, cp * cr]])
 
 
 def xml_text(element: etree._Element) -> str:

@@ -11,14 +11,16 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
-import trimesh
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade, Vt
 
 from usdforge.rules.usd.finite import check_layer_finite
-from usdforge.rules.usd.layer import principal_axes
+from usdforge.rules.usd.layer import principal_axes, quaternion
+
+if TYPE_CHECKING:  # trimesh is imported where a mesh file is read, not by every rule that authors USD
+    import trimesh
 
 
 
@@ -101,11 +103,7 @@ def matrix_to_pose(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     if np.linalg.det(rotation) < 0:  # a mirror: keep a proper rotation and put the flip into the scale
         scale[0] = -scale[0]
         rotation[:, 0] = -rotation[:, 0]
-    quat = trimesh.transformations.quaternion_from_matrix(np.block([[rotation, np.zeros((3, 1))],
-                                                                     [np.zeros((1, 3)), np.ones((1, 1))]]))
-    if quat[0] < 0:
-        quat = -quat
-    return translation, quat, scale
+    return translation, np.array(quaternion(rotation)), scale
 
 
 def author_mesh(stage: Usd.Stage, path: Sdf.Path | str, mesh: trimesh.Trimesh) -> UsdGeom.Mesh:

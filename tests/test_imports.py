@@ -1,0 +1,63 @@
+"""What a process imports: a one-off conversion pays only for the libraries its source format needs
+(issue #18). Each check runs in a fresh interpreter and reads its ``sys.modules``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Top-level packages no conversion of an MJCF model (whose meshes MuJoCo reads) may import.
+NOT_FOR_MJCF = ("trimesh", "scipy", "networkx", "PIL", "jax", "glfw")
+
+
+def imported_after(code: str, cwd: Path) -> set[str]:
+    """Top-level package names in ``sys.modules`` after running ``code`` in a fresh interpreter."""
+    script = code + "\nimport json, sys\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_importing_usdforge_and_its_cli_imports_no_heavy_library(tmp_path):
+    modules = imported_after("import usdforge\nimport usdforge.pipeline.cli", tmp_path)
+    assert not modules & {"pxr", "trimesh", "scipy", "mujoco", "jax", "lxml"}, sorted(modules)
+
+
+@pytest.mark.parametrize("model", ["robotiq_2f85/2f85.xml", "skydio_x2/x2.xml"])
+def test_cli_conversion_of_an_mjcf_model_imports_neither_trimesh_nor_scipy(tmp_path, shared_dir, model):
+    # robotiq_2f85: STL meshes, which MuJoCo decodes (the USD geometry is MuJoCo's compiled meshes);
+    # skydio_x2: OBJ meshes and ellipsoids, tessellated as MuJoCo's builtin icosphere.
+    source = shared_dir / "corpus" / "mjcf" / model
+    out = tmp_path / "out"
+    code = ("from usdforge.pipeline.cli import main\n"
+            f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}]) == 0\n")
+    modules = imported_after(code, tmp_path)
+    assert (out / f"{source.stem}.usd").is_file() and (out / "payloads" / "geometry.usd").is_file()
+    assert "mujoco" in modules and "pxr" in modules
+    assert not modules & set(NOT_FOR_MJCF), sorted(modules & set(NOT_FOR_MJCF))
+
+
+def test_cli_conversion_of_a_urdf_without_meshes_imports_neither_trimesh_nor_mujoco(tmp_path, shared_dir):
+    source = shared_dir / "corpus" / "urdf" / "cartpole" / "cartpole.urdf"
+    out = tmp_path / "out"
+    code = ("from usdforge.pipeline.cli import main\n"
+            f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}]) == 0\n")
+    modules = imported_after(code, tmp_path)
+    assert (out / "cartpole.usd").is_file()
+    assert not modules & {"trimesh", "scipy", "mujoco", "jax"}, sorted(modules & {"trimesh", "scipy", "mujoco", "jax"})
+
+
+def test_cli_conversion_of_a_mesh_file_reads_it_with_trimesh(tmp_path):
+    # The other side of the rule: formats MuJoCo does not read still go through trimesh (one mesh reader).
+    source = tmp_path / "box.obj"
+    source.write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
+    code = ("from usdforge.pipeline.cli import main\n"
+            f"assert main(['convert', '-q', {str(source)!r}, {str(tmp_path / 'out')!r}]) == 0\n")
+    modules = imported_after(code, tmp_path)
+    assert "trimesh" in modules and "mujoco" not in modules and "jax" not in modules
