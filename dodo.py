@@ -13,6 +13,7 @@ from pathlib import Path
 
 from doit import get_var
 
+from usdforge.pipeline.doit_reporter import UsdforgeReporter
 from usdforge.pipeline.distributed import build_options, doit_config
 from usdforge.pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
 from usdforge.pipeline.verify_tasks import report_tasks, thumbnail_tasks, verify_tasks
@@ -29,6 +30,10 @@ DOIT_CONFIG = {
     "default_tasks": ["convert"],
     "verbosity": 1,
     **({} if _OPTIONS_ERROR else doit_config(_OPTIONS)),   # a Dask build: doit's thread runner
+    # One bad entry must not stop the library: every good entry is built, then each failure is reported
+    # (one line each) and doit exits non-zero. `doit --continue` is thus the default.
+    "continue": True,
+    "reporter": UsdforgeReporter,
 }
 
 

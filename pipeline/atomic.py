@@ -3,16 +3,69 @@ rename each file into place.
 
 A failed conversion leaves the previous output untouched and no partial files; files an earlier run wrote
 that this run does not write are removed; the lazy key is written last, so an interrupted move is seen
-as stale next time.
+as stale next time. The temporary folder of a killed conversion (its process gone) is removed by the next
+build of the same output.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
+import time
 import uuid
 from pathlib import Path
 from typing import Callable
+
+#: A temporary folder of unknown origin (no host and process in its name) older than this is stale, in s.
+STALE_AFTER_S = 3600.0
+
+
+def staging_prefix(usd_dir: Path) -> str:
+    """``.<name>.tmp-`` : every temporary folder of ``usd_dir`` starts so (``clean`` removes them)."""
+    return f".{usd_dir.name}.tmp-"
+
+
+def _owner_alive(name: str, prefix: str) -> bool:
+    """Whether the process that made the temporary folder ``name`` (``<prefix><host>-<pid>-<random>``)
+    may still be writing it: a process on another host, or a live one here; folders of unknown origin
+    count as alive until ``STALE_AFTER_S`` old (the caller checks the age)."""
+    parts = name[len(prefix):].split("-")
+    if len(parts) < 3 or not parts[-2].isdigit():
+        return True
+    host, pid = "-".join(parts[:-2]), int(parts[-2])
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_staging(usd_dir: Path) -> list[Path]:
+    """Remove the temporary folders of ``usd_dir`` left by conversions that were killed (their process
+    is gone, or, of unknown origin, older than ``STALE_AFTER_S``); return them. A concurrent build's
+    folder is left alone."""
+    prefix = staging_prefix(usd_dir)
+    removed = []
+    try:
+        candidates = [p for p in usd_dir.parent.iterdir() if p.name.startswith(prefix) and p.is_dir()]
+    except OSError:
+        return removed
+    for folder in candidates:
+        parts = folder.name[len(prefix):].split("-")
+        known = len(parts) >= 3 and parts[-2].isdigit()
+        try:
+            old = time.time() - folder.stat().st_mtime > STALE_AFTER_S
+        except OSError:
+            continue
+        if (known and not _owner_alive(folder.name, prefix)) or (not known and old):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_name: str,
@@ -24,8 +77,10 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
     previous_outputs: relative paths the previous build wrote (from its key), removed if not rewritten.
     """
     usd_dir.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(usd_dir)
+    # Host and process in the name: a later build can tell a killed conversion's folder from a live one.
     # Not mkdtemp: its 0700 would stay on usd_dir when the staging folder is renamed into place whole.
-    staging = usd_dir.parent / f".{usd_dir.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    staging = usd_dir.parent / f"{staging_prefix(usd_dir)}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     staging.mkdir()
     try:
         written = build(staging)

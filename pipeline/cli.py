@@ -1,7 +1,7 @@
 """The ``usdforge`` command line: one-off conversions without a library, provenance, the build cache.
 
-    usdforge convert IN OUT_DIR [--package NAME=DIR]... [--xacro-arg NAME=VALUE]... [--config CFG.toml] [--force]
-                     [--cache DIR | --no-cache]
+    usdforge convert IN OUT_DIR [--package NAME=DIR]... [--xacro-arg NAME=VALUE]... [--allow-root DIR]...
+                     [--config CFG.toml] [--force] [--cache DIR | --no-cache]
     usdforge info OUT.usda
     usdforge cache stats|prune --max-size 5GB|clear [--cache DIR]
 
@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                               "(repeatable)")
     convert.add_argument("--xacro-arg", metavar="NAME=VALUE", type=_xacro_arg, action="append", default=[],
                          help="argument of a xacro IN, as NAME:=VALUE on xacro's command line (repeatable)")
+    convert.add_argument("--allow-root", metavar="DIR", action="append", default=[],
+                         help="also let IN reference files (meshes, textures, includes) under DIR; by default "
+                              "only IN's folder and its packages are allowed (repeatable)")
     convert.add_argument("--config", metavar="CFG.toml", type=Path,
                          help="TOML table of converter cfg fields (e.g. fix_base = true)")
     convert.add_argument("--kind", choices=("mesh", "urdf", "mjcf"), help="override the kind guessed from IN")
@@ -186,6 +189,8 @@ def convert_command(args: argparse.Namespace) -> str:
         if kind != "urdf":
             raise ConfigError(f"--xacro-arg: only xacro input takes xacro arguments, {args.input} is {kind}")
         table["xacro_args"] = {**table.get("xacro_args", {}), **dict(args.xacro_arg)}
+    if args.allow_root:
+        table["allowed_roots"] = [*table.get("allowed_roots", []), *(str(Path(d).absolute()) for d in args.allow_root)]
     try:
         cfg = structure_cfg(table, cfg_class(kind))
     except ConfigError as exc:
@@ -214,7 +219,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         output = command(args)
     except (ConfigError, ConversionError, ValueError, OSError) as exc:
-        print(f"usdforge: error: {exc}", file=sys.stderr)
+        # One line, whatever the message quotes (a parser's multi-line message, a long value).
+        print("usdforge: error: " + " ".join(part.strip() for part in str(exc).splitlines() if part.strip()),
+              file=sys.stderr)
         return 1
     if not getattr(args, "quiet", False):
         print(output)

@@ -166,8 +166,9 @@ class AssetConverterBase:
         if cached is not None:
             self.restored = True
             log.info("restoring %s from the build cache: %s", asset, "; ".join(self.reasons))
-        else:
-            log.info("converting %s: %s", asset, "; ".join(self.reasons))
+        else:  # a first conversion needs no reason; a rebuild says why (what changed)
+            log.info("converting %s%s", asset, "" if previous is None and not self.cfg.force_usd_conversion
+                     else ": " + "; ".join(self.reasons))
         build_atomically(self._usd_dir, restore if cached is not None else convert,
                          key_file_name(self._usd_file_name), make_key,
                          list(previous.outputs) if previous is not None else [])

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 
 
 def file_digest(path: str | Path) -> str:
-    """SHA-256 (hex) of the file's bytes; ``"missing"`` when there is no such file."""
+    """SHA-256 (hex) of the file's bytes; ``"missing"`` when there is no such file, ``"not-a-file"`` when it
+    is not a regular file (a device such as /dev/zero or a FIFO would never end: conversion reports it)."""
     try:
-        with open(path, "rb") as stream:
+        # Non-blocking open, then fstat: a FIFO put in the file's place never blocks the hash.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            return "not-a-file"
+        with open(descriptor, "rb") as stream:
             # hashlib.file_digest reads into one reused buffer (no allocation per chunk).
             return hashlib.file_digest(stream, "sha256").hexdigest()
     except FileNotFoundError:
         return "missing"
+    except OSError:  # a symlink loop, a permission: the conversion reports it, with the element naming it
+        return "unreadable"
 
 
 def digests(paths: list[str | Path]) -> dict[str, str]:

@@ -31,8 +31,9 @@ def kind_of(source: str | Path) -> str:
         if extension in kind.extensions:
             return name
     known = ", ".join(f".{e}" for kind in KINDS.values() for e in kind.extensions)
-    raise ConversionError(source, f"cannot tell what to convert from the extension '.{extension}' "
-                                  f"(known: {known}; or give the kind explicitly)")
+    what = f" from the extension '.{extension}'" if extension else ": the file name has no extension"
+    raise ConversionError(source, f"cannot tell what to convert{what} (known: {known}; or give the kind "
+                                  "explicitly)")
 
 
 def cfg_class(kind: str) -> type:

@@ -1,6 +1,7 @@
 """The asset library manifest (``assets/library.toml``): which sources to convert, and how.
 
 ```toml
+allowed_roots = ["../textures"]     # optional: folders every entry may also read files from
 [[assets]]
 name = "chair"                      # output folder build/usd/chair/
 source = "meshes/chair.obj"         # relative to the manifest's folder, or absolute
@@ -91,10 +92,16 @@ class LibraryEntry:
 
 @attrs.frozen(kw_only=True)
 class Library:
-    """A manifest: its entries, and the folder their relative paths start from."""
+    """A manifest: its entries, and the folder their relative paths start from.
+
+    allowed_roots: folders (relative to the manifest) whose files every entry may reference, besides
+        its source's folder and its packages (each entry's ``cfg.allowed_roots`` adds its own). Default
+        empty: a mesh, texture or include outside those folders is refused.
+    """
 
     assets: list[LibraryEntry] = attrs.field(factory=list)
     root: str = "."
+    allowed_roots: tuple[str, ...] = ()
 
 
 def load_library(path: str | Path) -> Library:
@@ -145,6 +152,13 @@ def entry_cfg(library: Library, entry: LibraryEntry, index: int, build_dir: Path
     table["asset_path"] = str(entry_source(library, entry))
     table["usd_dir"] = str((build_dir / "usd" / entry.name).absolute())
     table.setdefault("usd_file_name", f"{entry.name}.usda")
+    roots = table.get("allowed_roots", [])
+    if library.allowed_roots or roots:
+        if isinstance(roots, str) or not isinstance(roots, list):
+            raise ConfigError(f"{manifest}: assets[{index}].cfg.allowed_roots: expected a list of folders, "
+                              f"found {roots!r}")
+        table["allowed_roots"] = [str((Path(library.root) / folder).absolute())
+                                  for folder in (*library.allowed_roots, *roots)]
     if entry.packages:
         if kind != "urdf":
             raise ConfigError(f"{manifest}: assets[{index}].packages: only URDF entries take packages")

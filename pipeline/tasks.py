@@ -58,6 +58,56 @@ def _unchanged(stamps: dict[str, list[Any]], base: str) -> bool:
     return True
 
 
+def die_with_parent() -> None:
+    """In a ``doit -n N`` worker process: ask Linux to kill this process when its parent dies, so a
+    ``kill -9`` of doit leaves no worker writing outputs (the next build removes what it left). A no-op in
+    the main process and on other systems."""
+    import multiprocessing
+    import sys
+
+    if multiprocessing.parent_process() is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if multiprocessing.parent_process().pid != os.getppid():  # the parent died before prctl
+        os._exit(1)
+
+
+def clean_outputs(usd_dir: str, key_path: str, targets: list[str]) -> None:
+    """doit clean action: remove every file the last conversion wrote (as its lazy key lists them: copied
+    textures included), the key, the planned targets, temporary folders of killed conversions, and the
+    folders left empty."""
+    import shutil
+
+    from usdforge.pipeline.atomic import staging_prefix
+    from usdforge.pipeline.lazy import read_key
+
+    folder = Path(usd_dir)
+    key = read_key(Path(key_path))
+    # The record of the last conversion (<stem>.convert.json) is named after the key's stem.
+    record = Path(key_path).with_name(Path(key_path).name.removesuffix(".usdforge.toml") + ".convert.json")
+    for path in [*(folder / name for name in (key.outputs if key else {})), Path(key_path), record,
+                 *map(Path, targets)]:
+        if path.is_file() or path.is_symlink():
+            path.unlink()
+            print(f"removed {path}")
+    if folder.parent.is_dir():
+        for stale in folder.parent.glob(f"{staging_prefix(folder)}*"):
+            shutil.rmtree(stale, ignore_errors=True)
+    if folder.is_dir():
+        for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            if not any(sub.iterdir()):
+                sub.rmdir()
+        if not any(folder.iterdir()):
+            folder.rmdir()
+
+
 def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str) -> bool:
     """doit uptodate check of a conversion: its inputs (the source and every file it references, relative
     to the library's folder ``root``) and its outputs (relative to ``usd_dir``) are as the last run left
@@ -85,6 +135,7 @@ def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> di
 
     from usdforge.pipeline.cli import show_warning
 
+    die_with_parent()
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         warnings.showwarning = show_warning
@@ -168,10 +219,19 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
             yield {"basename": "convert", "name": spec["name"], "actions": [(report_error, [spec["error"]])],
                    "doc": spec["doc"], "verbosity": 2}
             continue
+        name = spec["name"]
+        if not os.path.isfile(spec["source"]):  # one usdforge line naming the entry, nothing converted
+            yield {"basename": "convert", "name": name, "doc": spec["doc"], "verbosity": 2,
+                   "actions": [(report_error, [f"{spec['source']}: source of library entry '{name}' not found"
+                                               if not os.path.lexists(spec["source"]) else
+                                               f"{spec['source']}: source of library entry '{name}' is not a "
+                                               "regular file"])]}
+            continue
         yield {
-            "basename": "convert", "name": spec["name"], "doc": spec["doc"],
+            "basename": "convert", "name": name, "doc": spec["doc"],
             "uptodate": [config_changed(spec["digest"]), (built_unchanged, [spec["root"], spec["usd_dir"]], {})],
-            "targets": spec["targets"], "clean": True,
+            "targets": spec["targets"],
+            "clean": [(clean_outputs, [spec["usd_dir"], spec["key_path"], spec["targets"]])],
             "actions": [_conversion_action(spec, cache, options)],
         }
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 
 def located_message(file: str | Path, problem: str, element: str | None = None, line: int | None = None) -> str:
-    """``file:line: element: problem`` (line and element when known): how every user-facing problem reads."""
+    """``file:line: element: problem`` (line and element when known): how every user-facing problem reads,
+    on one line (a problem quoting several lines of a parser's message is joined with spaces)."""
+    problem = " ".join(part.strip() for part in str(problem).splitlines() if part.strip())
     where = str(file) + (f":{line}" if line else "")
     return f"{where}: {element + ': ' if element else ''}{problem}"
 

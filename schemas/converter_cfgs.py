@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from usdforge.schemas.physics import CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg, RigidBodyBaseCfg
-from usdforge.schemas.validators import finite_vector, non_zero_scale, tuple_of_floats, unit_quaternion
+from usdforge.schemas.validators import finite_vector, folder_list, non_zero_scale, tuple_of_floats, unit_quaternion
 
 #: Isaac Lab's robot ``collision_type`` values → the ``physics:approximation`` token of mesh colliders.
 COLLISION_TYPES = {
@@ -35,6 +35,9 @@ class AssetConverterBaseCfg:
     force_usd_conversion: Convert even when the output is up to date. Default False.
     make_instanceable: Put geometry in a separate meshes layer referenced through instanceable prims, so
         many copies of the asset share it. Default True.
+    allowed_roots: Folders (besides the asset's own folder and its ROS package roots) whose files the
+        asset may reference: meshes, textures, includes. Relative paths are taken from the working
+        directory. Default (): a file outside those folders is refused (usdforge extension, not in Isaac Lab).
     """
 
     asset_path: str = attrs.field(converter=str)
@@ -42,6 +45,7 @@ class AssetConverterBaseCfg:
     usd_file_name: str | None = None
     force_usd_conversion: bool = False
     make_instanceable: bool = True
+    allowed_roots: tuple[str, ...] = attrs.field(default=(), validator=folder_list)
 
 
 @attrs.frozen(kw_only=True)

@@ -11,7 +11,8 @@ from usdforge.schemas.converter_cfgs import LOCATION_FIELDS
 from usdforge.schemas.serialization import cfg_to_dict
 
 #: Fields left out of the digest: where the asset is and goes, and the force flag (an action, not a setting).
-DIGEST_EXCLUDED_FIELDS = (*LOCATION_FIELDS, "force_usd_conversion")
+#: allowed_roots permits reading files; it never changes what a successful conversion writes.
+DIGEST_EXCLUDED_FIELDS = (*LOCATION_FIELDS, "force_usd_conversion", "allowed_roots")
 
 
 def config_digest(cfg: Any, kind: str | None = None) -> str:

@@ -156,6 +156,15 @@ def _make_converter() -> cattrs.Converter:
                 and set(args) == {bool, type(None)})
 
     conv.register_structure_hook(bool, structure_bool)
+
+    # A list of names or folders: one string is not a list of its characters.
+    def structure_strings(value: Any, tp: Any) -> tuple[str, ...]:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or \
+                not all(isinstance(v, str) for v in value):
+            raise TypeError(f"expected a list of strings, found {value!r}")
+        return tuple(value)
+
+    conv.register_structure_hook_func(lambda tp: tp == tuple[str, ...], structure_strings)
     conv.register_structure_hook_func(
         is_optional_bool, lambda value, tp: None if value is None else structure_bool(value, bool))
     bases = _property_group_bases()

@@ -150,3 +150,9 @@ def float_or_none(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
+
+
+def folder_list(instance: Any, attribute: Any, value: Any) -> None:
+    """A list of folder names (strings), not one string."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable) or not all(isinstance(v, str) for v in value):
+        raise FieldValueError(attribute.name, f"expected a list of folders, found {value!r}")

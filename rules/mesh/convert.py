@@ -18,6 +18,9 @@ from pxr import Sdf, Usd, UsdGeom, UsdPhysics
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.usd.finite import names_the_asset
+from usdforge.rules.files import MAX_FILE_BYTES, Reference, check_model_file, check_references, model_roots
+from usdforge.rules.mesh.references import mesh_references
 from usdforge.rules.mesh.read import MeshPart, combined_mesh, load_parts
 from usdforge.rules.outputs import instanceable_meshes_path
 from usdforge.rules.usd.stage import (author_mass, author_mesh, author_preview_material, bind_material, export_stage,
@@ -85,12 +88,22 @@ def author_mass_properties(root: Usd.Prim, cfg: MeshConverterCfg, parts: list[Me
     author_mass(root, mass_props.mass, mesh.center_mass, mesh.moment_inertia)
 
 
+def check_mesh_files(asset: Path, allowed_roots: tuple[str, ...] = ()) -> None:
+    """ConversionError unless the mesh file and the files it references (MTL, images, glTF buffers) are
+    regular files of bounded size inside its folder or ``allowed_roots`` (``rules.files``)."""
+    check_model_file(asset, MAX_FILE_BYTES)
+    check_references([Reference(path, "file", asset) for path in mesh_references(asset)],
+                     model_roots(asset, allowed_roots))
+
+
+@names_the_asset
 def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written.
 
     cfg.usd_file_name must be resolved (the pipeline does it). Raises ConversionError on bad input.
     """
     asset = Path(cfg.asset_path)
+    check_mesh_files(asset, cfg.allowed_roots)
     parts = load_parts(asset)
     usd_path = out_dir / cfg.usd_file_name
     usd_path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ import numpy as np
 import trimesh
 
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import regular_file_problem
 from usdforge.rules.mesh.formats import ASSIMP_FORMATS, MESH_FORMATS, TRIMESH_FORMATS
 
 #: glTF is Y-up by specification; usdforge's stages are Z-up.
@@ -35,13 +36,16 @@ def load_parts(path: Path, units: str | None = None, process: bool = True) -> li
     """
     path = Path(path)
     extension = path.suffix.lower().lstrip(".")
-    if not path.is_file():
-        raise ConversionError(path, "mesh file not found")
+    problem = regular_file_problem(path)
+    if problem is not None:
+        raise ConversionError(path, f"mesh file {problem}")
     if extension in ASSIMP_FORMATS:
         return load_parts_with_assimp(path)
     if extension not in TRIMESH_FORMATS:
-        raise ConversionError(path, f"unsupported mesh format '.{extension}' (supported: "
-                                    f"{', '.join(MESH_FORMATS)})")
+        what = f"unsupported mesh format '.{extension}'" if extension else "mesh file name without an extension"
+        raise ConversionError(path, f"{what} (supported: {', '.join(MESH_FORMATS)})")
+    if extension == "gltf":
+        _check_gltf_document(path)
     try:
         scene = _load_scene(path, extension, process)
     except Exception as exc:  # noqa: BLE001 - trimesh raises many kinds; all mean "cannot read this file"
@@ -60,6 +64,18 @@ def load_parts(path: Path, units: str | None = None, process: bool = True) -> li
     if not parts:
         raise ConversionError(path, "the file holds no triangle mesh")
     return parts
+
+
+def _check_gltf_document(path: Path) -> None:
+    """ConversionError unless the .gltf file is a JSON object (trimesh fails with a traceback otherwise)."""
+    import json
+
+    try:
+        document = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConversionError(path, f"not a glTF document: not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise ConversionError(path, f"not a glTF document: the JSON is {type(document).__name__}, not an object")
 
 
 def _load_scene(path: Path, extension: str, process: bool) -> trimesh.Scene:

@@ -14,6 +14,7 @@ from typing import Callable
 
 from lxml import etree
 
+from usdforge.rules.files import MAX_FILE_BYTES
 from usdforge.rules.xml import SAFE_XML
 
 _MTL_MAPS = re.compile(r"^\s*(map_\w+|bump|disp|decal|refl|norm)\s+(.+?)\s*$", re.IGNORECASE)
@@ -37,7 +38,7 @@ def obj_references(path: Path) -> list[Path]:
             for name in line.split(None, 1)[1:]:
                 mtl = path.parent / name.strip()
                 found.append(mtl)
-                if mtl.is_file():
+                if mtl.is_file() and mtl.stat().st_size <= (64 << 20):
                     found.extend(_mtl_references(mtl))
     return found
 
@@ -46,10 +47,13 @@ def gltf_references(path: Path) -> list[Path]:
     """The external buffers and images a .gltf names (GLB embeds its own)."""
     try:
         document = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, OSError):
         return []
-    uris = [item.get("uri", "") for key in ("buffers", "images") for item in document.get(key, [])]
-    return [path.parent / uri for uri in uris if uri and not uri.startswith("data:")]
+    if not isinstance(document, dict):
+        return []  # not glTF: the mesh reader reports it, naming the file
+    uris = [item.get("uri") for key in ("buffers", "images") if isinstance(document.get(key), list)
+            for item in document[key] if isinstance(item, dict)]
+    return [path.parent / uri for uri in uris if isinstance(uri, str) and uri and not uri.startswith("data:")]
 
 
 def dae_references(path: Path) -> list[Path]:
@@ -76,7 +80,8 @@ _SCANNED: dict[tuple, list[Path]] = {}
 
 def mesh_references(path: Path) -> list[Path]:
     """Files a mesh file references (materials, textures, buffers), whether they exist or not; none for
-    self-contained formats (STL, PLY, OFF, GLB).
+    self-contained formats (STL, PLY, OFF, GLB), and none read from a file that is not a regular file of
+    at most ``rules.files.MAX_FILE_BYTES`` (the conversion reports it).
 
     A file is scanned once per process while its path, inode, size and modification time stay the same
     (the dependency scan and the mesh cache's key both ask)."""
@@ -87,7 +92,7 @@ def mesh_references(path: Path) -> list[Path]:
         stat = os.stat(path)
     except OSError:
         return []
-    if not S_ISREG(stat.st_mode):
+    if not S_ISREG(stat.st_mode) or stat.st_size > MAX_FILE_BYTES:
         return []
     stamp = (os.path.abspath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if stamp not in _SCANNED:

@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 
 from usdforge.rules.conversion_warnings import warn
+from usdforge.rules.usd.finite import names_the_asset
 from usdforge.rules.mjcf.actuators import TRN_JOINT, apply_drives, author_actuators
 from usdforge.rules.mjcf.bodies import read_bodies
 from usdforge.rules.mjcf.contacts import author_contacts
@@ -78,11 +79,12 @@ def unseen_by_engines(model: mujoco.MjModel) -> list[str]:
     return parts
 
 
+@names_the_asset
 def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
     place atomically). Raises ConversionError, before writing anything, when MuJoCo cannot parse it."""
     asset = Path(cfg.asset_path)
-    loaded = apply_link_density(load_mjcf(asset), cfg.link_density)
+    loaded = apply_link_density(load_mjcf(asset, cfg.allowed_roots), cfg.link_density)
     model = loaded.model
     name = loaded.spec.modelname or asset.stem
     robot, bodies = read_bodies(loaded, name, fix_base=cfg.fix_base)

@@ -42,6 +42,19 @@ _KIND_HINTS = (
 _ELEMENT = re.compile(r"Element name '(?P<name>[^']*)', id (?P<id>\d+)(?:, line (?P<line>\d+))?")
 _LINE = re.compile(r"line (?:number=)?(?P<line>\d+)", re.IGNORECASE)
 
+#: MuJoCo's warnings since the last ``mujoco_warnings()``: collected here instead of MuJoCo's default,
+#: which prints them and appends them to MUJOCO_LOG.TXT in the current folder.
+_MUJOCO_WARNINGS: list[str] = []
+mujoco.set_mju_user_warning(_MUJOCO_WARNINGS.append)
+
+
+def mujoco_warnings() -> list[str]:
+    """MuJoCo's warnings since the last call (each once, in order), and forget them."""
+    found = list(dict.fromkeys(_MUJOCO_WARNINGS))
+    _MUJOCO_WARNINGS.clear()
+    return found
+
+
 #: The most repairs tried before giving up (each removes or rewrites one element).
 MAX_REPAIRS = 1000
 
@@ -110,8 +123,18 @@ def _failed_element(spec: mujoco.MjSpec, message: str) -> tuple[str, object] | N
     return named[0] if len(named) == 1 else None
 
 
+def compiler_dir(spec: mujoco.MjSpec, attribute: str, path: Path) -> str:
+    """``spec.meshdir`` / ``spec.texturedir``; a ConversionError naming ``<compiler>`` when it is not UTF-8
+    (MuJoCo keeps the bytes, Python cannot decode them)."""
+    try:
+        return getattr(spec, attribute)
+    except UnicodeDecodeError:
+        raise ConversionError(path, f"{attribute} is not valid UTF-8 text", "<compiler>") from None
+
+
 def _mesh_file(spec: mujoco.MjSpec, mesh: mujoco.MjsMesh, model_dir: Path) -> Path:
-    meshdir = Path(spec.meshdir) if spec.meshdir else Path()
+    meshdir = compiler_dir(spec, "meshdir", model_dir)
+    meshdir = Path(meshdir) if meshdir else Path()
     path = Path(mesh.file)
     return path if path.is_absolute() else model_dir / meshdir / path
 
@@ -160,7 +183,9 @@ def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
             message = mujoco_message(exc)
             failed = _failed_element(spec, str(exc))
             if failed is None:
-                raise ConversionError(path, f"MuJoCo cannot compile this model: {message}") from None
+                found = _ELEMENT.search(str(exc)) or _LINE.search(str(exc))
+                line = int(found.group("line")) if found and found.group("line") else None
+                raise ConversionError(path, f"MuJoCo cannot compile this model: {message}", line=line) from None
             kind, element = failed
             label = f"{kind} '{element.name}'" if element.name else f"{kind} #{_ELEMENT.search(str(exc)).group('id')}"
             repaired = _repair_mesh(spec, element, path.parent) if kind == "mesh" and element.file else None
@@ -183,6 +208,9 @@ def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
             loaded_warnings.append(f"MuJoCo cannot compile {label} ({message}); left it out")
     else:
         raise ConversionError(path, "MuJoCo cannot compile this model: too many errors to repair")
+    from usdforge.rules.mjcf.finite import check_finite_model
+
+    check_finite_model(path, model)
     data = mujoco.MjData(model)
     mujoco.mj_kinematics(model, data)
     return LoadedModel(path, uncompiled, model, data, skipped, loaded_warnings, unknown_mass, trimesh_meshes)
@@ -202,7 +230,8 @@ def set_aside_file_textures(spec: mujoco.MjSpec, model_dir: Path) -> dict[int, P
     """Replace each 2D texture read from a file MuJoCo would find (``texturedir`` of the model) by a 1×1
     builtin placeholder; return texture id → file. Textures of attached models, whose folder the spec does
     not tell, stay for MuJoCo to read."""
-    texturedir = Path(spec.texturedir) if spec.texturedir else Path()
+    texturedir = compiler_dir(spec, "texturedir", model_dir)
+    texturedir = Path(texturedir) if texturedir else Path()
     files: dict[int, Path] = {}
     for index, texture in enumerate(spec.textures):
         if not texture.file or int(texture.type) != int(mujoco.mjtTexture.mjTEXTURE_2D):
@@ -234,14 +263,27 @@ def disable_asset_cache() -> None:
     mujoco.mj_setCacheCapacity(mujoco.mj_getCache(), 0)
 
 
-def load_mjcf(path: str | Path) -> LoadedModel:
+def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedModel:
     """Parse and compile the MJCF model at ``path`` (see the module docstring); inside the pipeline's
     mesh cache, the compiled model is reused from the build cache when the files are unchanged
-    (``rules.mjcf.compiled``)."""
+    (``rules.mjcf.compiled``).
+
+    allowed_roots: folders besides the model's own whose files it may reference. Every file the model
+    references (includes, meshes, textures, …) is checked first (``rules.files``): inside those folders, a
+    regular file of bounded size, textures decodable images; MuJoCo never gets to read anything else.
+    """
+    from usdforge.rules.files import check_model_file, check_references, model_roots
     from usdforge.rules.mjcf.compiled import cached_model, store_model
+    from usdforge.rules.mjcf.references import mjcf_file_references
 
     path = Path(path).absolute()
+    check_model_file(path)
+    roots = model_roots(path, allowed_roots)
+    check_references(mjcf_file_references(path, roots), roots)
+    mujoco_warnings()
     spec = parse_spec(path)
+    for attribute in ("meshdir", "texturedir"):
+        compiler_dir(spec, attribute, path)  # here, so that the error names the model file
     textures = set_aside_file_textures(spec, path.parent)
     model, token = cached_model(path, spec)  # the build cache's compiled model of these files, if any
     if model is not None:
@@ -254,4 +296,5 @@ def load_mjcf(path: str | Path) -> LoadedModel:
         if not (loaded.warnings or loaded.skipped or loaded.trimesh_meshes):  # repairs edit the spec: not reused
             store_model(token, loaded.model, lambda: _parsed(path))
     loaded.texture_files = textures
+    loaded.warnings.extend(f"MuJoCo: {message}" for message in mujoco_warnings())
     return loaded

@@ -9,6 +9,7 @@ from pxr import Sdf, Usd
 
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
 from usdforge.rules.usd import layer as sdf
+from usdforge.rules.usd.finite import check_layer_finite
 from usdforge.rules.usd.stage import relative_asset_path
 
 #: Payload order of the interface layer, strongest first.
@@ -89,6 +90,8 @@ class RobotLayers:
         layers = {self.files[role]: layer for role, layer in self.layers.items()}  # one layer per file
         if self.layered:
             layers[self.main_file] = self._interface(name)
+        for layer in layers.values():
+            check_layer_finite(layer)  # before any file is written
         for file, layer in layers.items():
             if contents and file in contents:
                 file.write_bytes(contents[file])

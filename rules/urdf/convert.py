@@ -17,6 +17,8 @@ from pathlib import Path
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.usd.finite import names_the_asset
+from usdforge.rules.files import check_references, model_roots
 from usdforge.rules.outputs import resolve_usd_file_name
 from usdforge.rules.robot.inertia import balance_inertia, resolve_massless
 from usdforge.rules.robot.meshes import MeshLibrary
@@ -25,8 +27,14 @@ from usdforge.rules.robot.model import Geometry, Link, Robot, Shape
 from usdforge.rules.robot.writer import RobotUsdOptions, write_robot
 from usdforge.rules.urdf.drives import apply_joint_drives
 from usdforge.rules.urdf.read import read_urdf
+from usdforge.rules.urdf.references import urdf_file_references
+from usdforge.rules.urdf.xml import load_urdf_xml
 from usdforge.rules.urdf.xacro import expand_xacro, is_xacro
 from usdforge.schemas.urdf_cfg import UrdfConverterCfg
+
+
+#: Links named one by one in a repeated warning; more are summarised in one line.
+MAX_REPEATED_WARNINGS = 5
 
 
 def packages_of(cfg: UrdfConverterCfg) -> dict[str, str]:
@@ -48,7 +56,9 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
     """The Robot ``cfg`` describes, every cfg rule applied, ready to write."""
     asset = Path(cfg.asset_path)
     meshes = meshes or MeshLibrary()
-    robot = read_urdf(asset, packages_of(cfg), meshes, expanded_xacro(cfg))
+    expanded = expanded_xacro(cfg)
+    check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots, expanded)
+    robot = read_urdf(asset, packages_of(cfg), meshes, expanded)
     if cfg.balance_inertia:
         for link in robot.links:
             if link.inertial is not None:
@@ -80,12 +90,31 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
             raise ConversionError(asset, f"root_link_name '{cfg.root_link_name}' is not a link of the robot "
                                          "(or is its world link)")
         robot.articulation_root = body
+    massless: dict[str, list[str]] = {}
     resolve_massless(robot, cfg.link_density, meshes,
-                     lambda link, message: warn(asset, message, f"<link name=\"{link.name}\">"))
+                     lambda link, message: massless.setdefault(message, []).append(link.name))
+    for message, names in massless.items():
+        if len(names) <= MAX_REPEATED_WARNINGS:
+            for name in names:
+                warn(asset, message, f"<link name=\"{name}\">")
+        else:  # one line for a 3000-link chain, not 3000
+            shown = ", ".join(names[:MAX_REPEATED_WARNINGS])
+            warn(asset, f"{len(names)} links: {message} ({shown}, …)")
     apply_joint_drives(robot, cfg.joint_drive, asset)
     return robot
 
 
+def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple[str, ...],
+                     expanded: bytes | None = None) -> None:
+    """ConversionError, naming the element, for a file the URDF references that lies outside its folder,
+    its package roots and ``allowed_roots``, that is not a regular file of bounded size, or a texture that
+    is not an image (``rules.files``): nothing else reads a file before this check."""
+    root, _ = load_urdf_xml(asset, expanded)  # a xacro: the URDF it expanded to
+    references, package_roots = urdf_file_references(asset, root, packages)
+    check_references(references, model_roots(asset, [*package_roots, *allowed_roots]))
+
+
+@names_the_asset
 def convert(cfg: UrdfConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
     place atomically). Raises ConversionError on bad input, before writing anything."""

@@ -8,6 +8,8 @@ import numpy as np
 from lxml import etree
 
 from usdforge.rules.conversion_warnings import warn
+from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import quote
 from usdforge.rules.robot.model import Joint, Link, Mimic, Robot
 from usdforge.rules.urdf.source import UrdfSource, attribute_token, float_or_text
 from usdforge.rules.urdf.xml import describe, number, numbers
@@ -21,8 +23,10 @@ def read_joint(src: UrdfSource, element: etree._Element, links: dict[str, Link])
     """A ``<joint>`` between two of ``links`` (frame in the parent link, unit axis, limits in rad or m)."""
     name = element.get("name")
     kind = element.get("type")
+    if kind is None:
+        raise src.fail(f"joint has no type (one of {', '.join(JOINT_TYPES)})", element)
     if kind not in JOINT_TYPES:
-        raise src.fail(f"joint type '{kind}' is not one of {', '.join(JOINT_TYPES)}", element)
+        raise src.fail(f"joint type '{quote(kind)}' is not one of {', '.join(JOINT_TYPES)}", element)
     ends = {}
     for end in ("parent", "child"):
         end_element = element.find(end)
@@ -62,7 +66,7 @@ def read_joint(src: UrdfSource, element: etree._Element, links: dict[str, Link])
     if mimic is not None:
         leader = mimic.get("joint")
         if not leader:
-            src.warn("<mimic> without a joint ignored", mimic)
+            raise src.fail("<mimic> names no joint to follow: its coupling cannot be honoured", mimic)
         else:
             joint.mimic = Mimic(leader, number(mimic, "multiplier", src.path, 1.0),
                                 number(mimic, "offset", src.path, 0.0))
@@ -97,8 +101,9 @@ def read_limits(src: UrdfSource, element: etree._Element, joint: Joint) -> None:
 
 
 def check_mimics(src: UrdfSource, robot: Robot, joint_elements: dict[str, etree._Element]) -> None:
-    """Drop (with a warning, keeping the data as ``urdf:mimic:*``) each mimic that cannot be honoured: a
-    follower or leader without one coordinate, an unknown leader, a cycle of mimics."""
+    """Drop (with a warning, keeping the data as ``urdf:mimic:*``) each mimic between joints without one
+    coordinate. A mimic whose leader is not a joint of the robot, or mimics that form a cycle, cannot be
+    honoured at all: a ConversionError, as in urdfdom-based importers."""
     by_name = {joint.name: joint for joint in robot.joints}
     for joint in robot.joints:
         if joint.mimic is None:
@@ -109,8 +114,9 @@ def check_mimics(src: UrdfSource, robot: Robot, joint_elements: dict[str, etree.
         if joint.kind not in ONE_DOF:
             problem = f"a {joint.kind} joint cannot follow another joint"
         elif leader is None:
-            problem = f"leader joint '{joint.mimic.joint}' is not a joint of this robot (or was a floating " \
-                      "world joint)"
+            raise ConversionError(src.path, f"<mimic joint=\"{joint.mimic.joint}\">: the joint to follow is not a "
+                                            "joint of this robot (or was a floating world joint)",
+                                  describe(joint_elements[joint.name]), line)
         elif leader.kind not in ONE_DOF:
             problem = f"leader joint '{leader.name}' is {leader.kind}: it has no coordinate to follow"
         if problem is not None:
@@ -126,8 +132,7 @@ def check_mimics(src: UrdfSource, robot: Robot, joint_elements: dict[str, etree.
         while current.mimic is not None and current.mimic.joint in by_name:
             current = by_name[current.mimic.joint]
             if current.name in seen:
-                warn(src.path, f"<mimic> dropped: the mimic joints form a cycle ({' -> '.join(seen)})",
-                     describe(joint_elements[joint.name]))
-                joint.mimic = None
-                break
+                raise ConversionError(src.path, f"the mimic joints form a cycle ({' -> '.join([*seen, current.name])}): "
+                                                "no joint position satisfies them", describe(joint_elements[joint.name]),
+                                      joint_elements[joint.name].sourceline)
             seen.append(current.name)

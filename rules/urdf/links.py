@@ -61,8 +61,8 @@ def read_mesh_geometry(src: UrdfSource, element: etree._Element) -> Geometry | N
         return None
     extension = path.suffix.lower().lstrip(".")
     if extension not in MESH_FORMATS:
-        src.warn(f"unsupported mesh format '.{extension}' (supported: {', '.join(MESH_FORMATS)}); "
-                 "the shape is ignored", element)
+        what = f"unsupported mesh format '.{extension}'" if extension else "mesh file name without an extension"
+        src.warn(f"{what} (supported: {', '.join(MESH_FORMATS)}); the shape is ignored", element)
         return None
     try:
         src.meshes.parts(path, scale)

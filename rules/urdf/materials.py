@@ -12,13 +12,17 @@ from usdforge.rules.urdf.xml import numbers
 
 def read_material(src: UrdfSource, element: etree._Element) -> Material | None:
     """A ``<material>``: its own colour/texture, else the global material it names (None, with a warning,
-    when it names none that exists)."""
+    when it names none that exists). A visual's material that names nothing and defines nothing, or names
+    a global material defined twice, is a ConversionError: which material is meant cannot be told."""
     name = element.get("name")
     color_element, texture_element = element.find("color"), element.find("texture")
     if color_element is None and texture_element is None:
-        if name is None:
-            src.warn("material with no name, colour or texture ignored", element)
-            return None
+        if not name:
+            raise src.fail("material with no name, colour or texture: it names no material", element)
+        if name in src.duplicate_materials:
+            lines = " and ".join(str(line) for line in src.duplicate_materials[name])
+            raise src.fail(f"material '{name}' is defined more than once (lines {lines}): which one is meant "
+                           "cannot be told", element)
         if name not in src.materials:
             src.warn(f"material '{name}' is not defined; ignored", element)
             return None
@@ -44,8 +48,11 @@ def read_global_materials(src: UrdfSource, root: etree._Element) -> None:
             src.warn("material without a name ignored (nothing can refer to it)", element)
             continue
         if name in src.materials:
-            src.warn(f"material '{name}' is defined twice; the first definition is used", element)
+            # An error where a link uses it (read_material); unused, it is only a warning.
+            src.duplicate_materials.setdefault(name, [src.material_lines[name]]).append(element.sourceline or 0)
+            src.warn(f"material '{name}' is defined twice", element)
             continue
         material = read_material(src, element)
         if material is not None:
             src.materials[name] = material
+            src.material_lines[name] = element.sourceline or 0

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import Reference, describe_element
 from usdforge.rules.mesh.references import mesh_references
-from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
+from usdforge.rules.urdf.paths import UnresolvedUri, find_package, resolve_uri
 from usdforge.rules.urdf.xacro import XacroError, expand_xacro, is_xacro
 from usdforge.rules.urdf.xml import load_urdf_xml
 
@@ -22,6 +23,32 @@ FILE_ELEMENTS = (
     ("material/texture", "filename"),
     ("link/visual/material/texture", "filename"),
 )
+
+
+def urdf_file_references(path: Path, root, packages: dict[str, str]) -> tuple[list[Reference], list[Path]]:
+    """(every file the parsed URDF ``root`` references, with the element naming it; the package folders
+    its ``package://`` URIs resolve to). Files a mesh references (MTL, images) are listed under the URDF
+    element that names the mesh. URIs that name no local file are left out (the reader warns)."""
+    found: dict[Path, Reference] = {}
+    package_roots: list[Path] = [Path(folder).absolute() for folder in packages.values()]
+    for xpath, attribute in FILE_ELEMENTS:
+        for element in root.iterfind(xpath):
+            uri = (element.get(attribute) or "").strip()
+            if not uri:
+                continue
+            try:
+                file = resolve_uri(uri, path.parent, packages)
+            except UnresolvedUri:
+                continue
+            if uri.startswith("package://"):
+                package_roots.append(find_package(uri[len("package://"):].partition("/")[0], path.parent,
+                                                  packages).absolute())
+            where = describe_element(element), element.sourceline
+            found.setdefault(file, Reference(file, element.tag, path, *where))
+            if element.tag == "mesh":
+                for part in mesh_references(file):
+                    found.setdefault(part, Reference(part, f"file referenced by mesh {file.name}", path, *where))
+    return list(found.values()), package_roots
 
 
 def urdf_references(path: str | Path, packages: dict[str, str],
@@ -50,21 +77,8 @@ def urdf_references(path: str | Path, packages: dict[str, str],
     except ConversionError:
         return found
     seen = set(found)  # membership by hash: a robot names hundreds of mesh files
-    for xpath, attribute in FILE_ELEMENTS:
-        for element in root.iterfind(xpath):
-            uri = element.get(attribute)
-            if not uri:
-                continue
-            try:
-                file = resolve_uri(uri, path.parent, packages)
-            except UnresolvedUri:
-                continue
-            if file not in seen:
-                seen.add(file)
-                found.append(file)
-                if element.tag == "mesh":
-                    for reference in mesh_references(file):
-                        if reference not in seen:
-                            seen.add(reference)
-                            found.append(reference)
+    for reference in urdf_file_references(path, root, packages)[0]:
+        if reference.path not in seen:
+            seen.add(reference.path)
+            found.append(reference.path)
     return found

@@ -16,6 +16,7 @@ from lxml import etree
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import MAX_MAGNITUDE, quote
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.model import Material
 from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
@@ -47,11 +48,12 @@ def xml_text(element: etree._Element) -> str:
 
 
 def float_or_text(value: str) -> float | str:
-    """An attribute value as a float when it is a number, else as given."""
+    """An attribute value as a float when it is a finite number USD can store, else as given (text)."""
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         return value
+    return number if math.isfinite(number) and abs(number) <= MAX_MAGNITUDE else value
 
 
 class Notes:
@@ -82,6 +84,9 @@ class UrdfSource:
         self.notes = Notes(self.path)
         #: Global ``<material>`` definitions by name (``rules.urdf.materials``).
         self.materials: dict[str, Material] = {}
+        #: Names of global materials defined more than once → the lines defining them.
+        self.duplicate_materials: dict[str, list[int]] = {}
+        self.material_lines: dict[str, int] = {}
         #: Mesh files whose own references (MTL, textures) were already checked.
         self.checked_references: set[Path] = set()
 
@@ -114,7 +119,7 @@ class UrdfSource:
         try:
             path = resolve_uri(uri, self.folder, self.packages)
         except UnresolvedUri as exc:
-            self.warn(f"{what} '{uri}' ignored: {exc}", element)
+            self.warn(f"{what} '{quote(uri)}' ignored: {exc}", element)
             return None
         if not path.is_file():
             self.warn(f"{what} file {path} not found; ignored", element)

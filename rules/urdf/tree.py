@@ -45,8 +45,18 @@ def order_tree(src: UrdfSource, links: dict[str, Link], joints: list[Joint],
             joint_rank[joint.name] = len(joint_rank)
     unreached = [name for name in links if name not in seen]
     if unreached:
-        raise src.fail(f"the joints form a cycle through link(s) {', '.join(unreached)}",
-                       link_elements[unreached[0]])
+        # Every unreached link has one parent: walking up from one ends on a loop. Its last joint in the
+        # document is the one that closes it.
+        walked, name = [], unreached[0]
+        while name not in walked:
+            walked.append(name)
+            name = parent_joint[name].parent
+        loop = walked[walked.index(name):]
+        order_of = {joint.name: index for index, joint in enumerate(joints)}
+        closing = max((parent_joint[link] for link in loop), key=lambda joint: order_of[joint.name])
+        path = " -> ".join([*reversed(loop), loop[-1]])
+        raise src.fail(f"joint '{closing.name}' closes a cycle (links {path}): URDF describes a tree",
+                       joint_elements[closing.name])
     if len(roots) > 1:
         src.warn(f"{len(roots)} links have no parent joint ({', '.join(roots)}); each starts a separate tree",
                  link_elements[roots[1]])

@@ -11,6 +11,7 @@ from pathlib import Path
 from lxml import etree
 
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import MAX_MAGNITUDE, quote
 from usdforge.rules.xml import SAFE_XML
 
 _DECLARATION = re.compile(rb"^\s*<\?xml[^>]*\?>", re.IGNORECASE)
@@ -25,6 +26,9 @@ def load_urdf_xml(path: Path, expanded: bytes | None = None) -> tuple[etree._Ele
     expanded: the document the xacro at ``path`` expanded to (``rules.urdf.xacro``), read instead of the
         file. Its lines are not the xacro's, so its elements carry no line: messages name the element.
     """
+    from usdforge.rules.files import check_model_file
+
+    check_model_file(path)
     if expanded is not None:
         try:
             root = etree.fromstring(expanded, SAFE_XML)
@@ -32,13 +36,13 @@ def load_urdf_xml(path: Path, expanded: bytes | None = None) -> tuple[etree._Ele
             raise ConversionError(path, f"the xacro expanded to XML that is not well-formed: {exc.msg}") from None
         for element in root.iter():
             element.sourceline = 0  # lxml's "unknown"
-        return root, []
+        return _bounded(path, root), []
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ConversionError(path, f"cannot read the file ({exc.strerror or exc})") from None
     try:
-        return etree.fromstring(data, SAFE_XML), []
+        return _bounded(path, etree.fromstring(data, SAFE_XML)), []
     except etree.XMLSyntaxError as exc:
         match = _DECLARATION.match(data)
         if match is not None:
@@ -49,8 +53,17 @@ def load_urdf_xml(path: Path, expanded: bytes | None = None) -> tuple[etree._Ele
             except etree.XMLSyntaxError:
                 pass  # the declaration was not the only problem: report the original error below
             else:
-                return root, [f"malformed XML declaration ignored ({exc.msg})"]
+                return _bounded(path, root), [f"malformed XML declaration ignored ({exc.msg})"]
         raise ConversionError(path, f"not well-formed XML: {exc.msg}", line=exc.lineno) from None
+
+
+def _bounded(path: Path, root: etree._Element) -> etree._Element:
+    """``root``, unless the document holds more elements than usdforge converts (``rules.files``)."""
+    from usdforge.rules.files import MAX_ELEMENTS
+
+    if sum(1 for _ in root.iter()) > MAX_ELEMENTS:
+        raise ConversionError(path, f"more than {MAX_ELEMENTS} XML elements: too large to convert")
+    return root
 
 
 def describe(element: etree._Element) -> str:
@@ -72,10 +85,10 @@ def numbers(element: etree._Element, attribute: str, count: int | tuple[int, ...
         values = tuple(float(token) for token in text.split())
     except ValueError:
         values = ()
-    if len(values) not in allowed or not all(math.isfinite(v) for v in values):
+    if len(values) not in allowed or not all(math.isfinite(v) and abs(v) <= MAX_MAGNITUDE for v in values):
         want = " or ".join(str(n) for n in allowed)
-        raise ConversionError(file, f"{attribute}=\"{text}\": expected {want} finite number(s)", describe(element),
-                              element.sourceline)
+        raise ConversionError(file, f"{attribute}=\"{quote(text)}\": expected {want} finite number(s) of at most "
+                                    f"{MAX_MAGNITUDE:g} in magnitude", describe(element), element.sourceline)
     return values
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade, Vt
 
+from usdforge.rules.usd.finite import check_layer_finite
 from usdforge.rules.usd.layer import principal_axes, quaternion
 
 if TYPE_CHECKING:  # trimesh is imported where a mesh file is read, not by every rule that authors USD
@@ -49,6 +50,7 @@ def new_stage(root_name: str, path: Path | None = None, root_type: str = "Xform"
 
 def export_stage(stage: Usd.Stage, path: Path) -> Path:
     """Write an in-memory stage's root layer to ``path`` (``.usda`` text, ``.usd``/``.usdc`` binary)."""
+    check_layer_finite(stage.GetRootLayer())
     path.parent.mkdir(parents=True, exist_ok=True)
     if not stage.GetRootLayer().Export(str(path)):
         raise OSError(f"could not write {path}")
@@ -58,6 +60,7 @@ def export_stage(stage: Usd.Stage, path: Path) -> Path:
 def save_stage(stage: Usd.Stage) -> Path:
     """Save a stage made with ``new_stage(..., path)`` to its file."""
     layer = stage.GetRootLayer()
+    check_layer_finite(layer)
     if not layer.Save():
         raise OSError(f"could not write {layer.realPath}")
     return Path(layer.realPath)

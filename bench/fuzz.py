@@ -1,0 +1,314 @@
+"""Seeded mutation fuzzer: mutated URDF, MJCF and mesh files through ``usdforge convert``.
+
+    python bench/fuzz.py --minutes N [--seed 0] [--timeout 60] [--shared ../shared]
+
+Seeds are the conformance fixtures and the smaller corpus models in ``../shared`` and the conformance
+meshes. Each input is one seed with one or more mutations: byte flips, truncation, an XML element deleted
+or duplicated, a number replaced by nan / inf / -inf / 1e300 / an empty string / a word. The mutated file
+is written into a fresh folder beside links to the seed's own files (meshes, textures) and converted with
+``usdforge convert IN OUT --allow-root <seed folder>`` in a worker process, under a per-input timeout (a
+worker that overruns is killed and counted as a hang; one that dies is a crash).
+
+Each result is one of: converted (and its USD holds no nan/inf), clean error (exit 1, one line
+``usdforge: error: ...`` on stderr, no traceback, nothing written), crash (anything else: a traceback, an
+exit status other than 0/1, several error lines, a dead worker, or output left behind by a failed
+conversion), hang, or non-finite output. Prints the counts and one reproducer line per problem; exits 1
+when there is any crash, hang or non-finite output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import json
+import os
+import random
+import re
+import selectors
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+REPLACEMENTS = [b"nan", b"inf", b"-inf", b"1e300", b"-1e300", b"", b"abc", b"1e-320", b"NaN 0", b"0x10"]
+MESH_EXTENSIONS = (".stl", ".obj", ".dae", ".ply", ".off", ".glb", ".gltf")
+#: Corpus models whose folder is larger than this are left out (each would take seconds per input).
+MAX_SEED_FOLDER_BYTES = 3 << 20
+
+
+# ---- seeds and mutations ------------------------------------------------------------------------------
+
+def _folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def seeds(shared: Path) -> list[Path]:
+    """Model and mesh files to mutate, sorted (so a seed gives the same inputs on every machine)."""
+    found = sorted((shared / "conformance/urdf").glob("*.urdf")) + sorted((shared / "conformance/mjcf").glob("*.xml"))
+    for folder in sorted((shared / "corpus/urdf").iterdir()) + sorted((shared / "corpus/mjcf").iterdir()):
+        if folder.is_dir() and _folder_bytes(folder) <= MAX_SEED_FOLDER_BYTES:
+            found += sorted(p for p in folder.iterdir() if p.suffix in (".urdf", ".xml") and "scene" not in p.name)
+    found += sorted(p for p in (shared / "conformance").rglob("*") if p.suffix.lower() in MESH_EXTENSIONS)
+    return found
+
+
+def _flip(data: bytes, rng: random.Random) -> bytes:
+    buffer = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        if buffer:
+            buffer[rng.randrange(len(buffer))] = rng.randrange(256)
+    return bytes(buffer)
+
+
+def _truncate(data: bytes, rng: random.Random) -> bytes:
+    return data[:rng.randrange(len(data) + 1)]
+
+
+def _number(data: bytes, rng: random.Random) -> bytes:
+    matches = list(NUMBER.finditer(data))
+    if not matches:
+        return _flip(data, rng)
+    for match in rng.sample(matches, min(len(matches), rng.randint(1, 3))):
+        data = data[:match.start()] + rng.choice(REPLACEMENTS) + data[match.end():] if len(data) else data
+        matches = list(NUMBER.finditer(data))
+        if not matches:
+            break
+    return data
+
+
+def _element(data: bytes, rng: random.Random, duplicate: bool) -> bytes:
+    from lxml import etree
+
+    try:
+        root = etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True, remove_comments=True))
+    except etree.XMLSyntaxError:
+        return _flip(data, rng)
+    elements = [e for e in root.iter(etree.Element) if e is not root and e.getparent() is not None]
+    if not elements:
+        return _flip(data, rng)
+    element = rng.choice(elements)
+    parent = element.getparent()
+    if duplicate:
+        parent.insert(parent.index(element), copy.deepcopy(element))
+    else:
+        parent.remove(element)
+    return etree.tostring(root)
+
+
+MUTATIONS = {
+    "flip": _flip, "truncate": _truncate, "number": _number,
+    "delete": lambda d, r: _element(d, r, False), "duplicate": lambda d, r: _element(d, r, True),
+}
+
+
+def mutate(data: bytes, rng: random.Random, xml: bool) -> tuple[bytes, list[str]]:
+    names = [n for n in MUTATIONS if xml or n in ("flip", "truncate", "number")]
+    applied = [rng.choice(names) for _ in range(rng.choice((1, 1, 1, 2, 3)))]
+    for name in applied:
+        data = MUTATIONS[name](data, rng)
+    return data, applied
+
+
+def workspace(seed: Path, data: bytes, folder: Path) -> Path:
+    """``folder`` with links to every file beside ``seed`` and the mutated file under the seed's name."""
+    folder.mkdir(parents=True)
+    for item in seed.parent.iterdir():
+        if item.name != seed.name:
+            os.symlink(item, folder / item.name)
+    mutated = folder / seed.name
+    mutated.write_bytes(data)
+    return mutated
+
+
+# ---- the worker: converts inputs in-process, one JSON line per input ---------------------------------
+
+def worker() -> None:
+    """Read ``{"args": [...], "out": dir}`` lines; run ``usdforge convert``; answer one JSON line each.
+
+    What the conversion prints at the C level (MuJoCo, USD) on file descriptor 2 is what a user would see
+    on stderr too: it is captured per input, beside Python's sys.stderr. File descriptor 1 is sent to
+    /dev/null so that nothing but the answers reaches the parent."""
+    import traceback
+    import warnings
+
+    from usdforge.pipeline.cli import main
+
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    saved_stderr = os.dup(2)
+    for line in sys.stdin:
+        job = json.loads(line)
+        err, out = io.StringIO(), io.StringIO()
+        with tempfile.TemporaryFile() as c_stderr:
+            os.dup2(c_stderr.fileno(), 2)
+            with redirect_stderr(err), redirect_stdout(out), warnings.catch_warnings():
+                try:
+                    status = main(["convert", "-q", *job["args"]])
+                except SystemExit as exc:  # argparse
+                    status = exc.code if isinstance(exc.code, int) else 2
+                except BaseException as exc:  # noqa: BLE001 - an escaped exception is what we look for
+                    err.write("Traceback (escaped exception)\n" + "".join(traceback.format_exception(exc)))
+                    status = -1
+            os.dup2(saved_stderr, 2)
+            c_stderr.seek(0)
+            c_text = c_stderr.read().decode(errors="replace")
+        result = {"status": status, "stderr": c_text + err.getvalue(), "nonfinite": None}
+        if status == 0:
+            result["nonfinite"] = nonfinite_in(Path(job["out"]))
+        answers.write(json.dumps(result) + "\n")
+        answers.flush()
+
+
+def nonfinite_in(folder: Path) -> str | None:
+    """The first ``layer prim.attribute`` holding nan/inf among the USD files under ``folder``."""
+    from pxr import Sdf
+
+    from usdforge.rules.usd.finite import NonFiniteOutput, check_layer_finite
+
+    for path in sorted(folder.rglob("*")):
+        if path.suffix in (".usd", ".usda", ".usdc"):
+            layer = Sdf.Layer.OpenAsAnonymous(str(path))
+            try:
+                check_layer_finite(layer, str(path))
+            except NonFiniteOutput as exc:
+                return str(exc)
+    return None
+
+
+class Worker:
+    """A worker process answering one job at a time, restarted after a hang or a crash."""
+
+    def __init__(self):
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        self.process = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
+                                        bufsize=1)
+
+    def run(self, job: dict, timeout: float) -> dict | str:
+        """The worker's answer, or "hang" / "died"."""
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        self.process.stdin.write(json.dumps(job) + "\n")
+        self.process.stdin.flush()
+        selector = selectors.DefaultSelector()
+        selector.register(self.process.stdout, selectors.EVENT_READ)
+        ready = selector.select(timeout)
+        selector.close()
+        if not ready:
+            self.stop()
+            return "hang"
+        line = self.process.stdout.readline()
+        if not line:
+            self.stop()
+            return "died"
+        return json.loads(line)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+# ---- the campaign -----------------------------------------------------------------------------------
+
+def classify(answer: dict | str, out: Path) -> tuple[str, str]:
+    """(outcome, detail) of one input."""
+    if answer == "hang":
+        return "hang", "no answer within the timeout"
+    if answer == "died":
+        return "crash", "the worker process died"
+    stderr = answer["stderr"]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("usdforge: error: ")]
+    if "Traceback" in stderr:
+        return "crash", stderr.strip().splitlines()[-1][:300]
+    if answer["status"] == 0:
+        if answer["nonfinite"]:
+            return "nonfinite", answer["nonfinite"][:300]
+        return "converted", ""
+    if answer["status"] == 1 and len(errors) == 1 and len(lines) == 1:
+        if out.exists():
+            return "crash", f"output left behind by a failed conversion: {errors[0][:200]}"
+        return "clean", errors[0]
+    return "crash", f"exit {answer['status']}: {' | '.join(lines)[:300]}"
+
+
+def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: bool = False) -> dict:
+    rng = random.Random(seed)
+    files = seeds(shared)
+    counts = {"tried": 0, "converted": 0, "clean": 0, "crash": 0, "hang": 0, "nonfinite": 0}
+    problems: list[str] = []
+    worker_process = Worker()
+    deadline = time.monotonic() + minutes * 60
+    scratch = Path(tempfile.mkdtemp(prefix="usdforge_fuzz_"))
+    try:
+        while time.monotonic() < deadline:
+            index = counts["tried"]
+            source = rng.choice(files)
+            data, applied = mutate(source.read_bytes(), rng, source.suffix in (".urdf", ".xml", ".dae"))
+            folder = scratch / f"input_{index}"
+            mutated = workspace(source, data, folder)
+            out = scratch / f"out_{index}"
+            args = [str(mutated), str(out), "--allow-root", str(source.parent)]
+            if source.suffix == ".dae" and "urdf" in source.parts:
+                args += ["--kind", "mesh"]
+            answer = worker_process.run({"args": args, "out": str(out)}, timeout)
+            outcome, detail = classify(answer, out)
+            counts["tried"] += 1
+            counts[outcome] += 1
+            if outcome in ("crash", "hang", "nonfinite"):
+                kept = scratch.parent / f"usdforge_fuzz_case_{seed}_{index}{source.suffix}"
+                shutil.copyfile(mutated, kept)
+                problems.append(f"{outcome}: seed={seed} input={index} {source.relative_to(shared)} "
+                                f"{'+'.join(applied)} (kept as {kept}): {detail}")
+            if verbose:
+                print(f"{index:5d} {outcome:9s} {source.name} {'+'.join(applied)} {detail[:120]}", flush=True)
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+            if index % 200 == 199:
+                worker_process.stop()  # a fresh process now and then: no state builds up
+    finally:
+        worker_process.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {**counts, "problems": problems, "seeds": len(files), "minutes": minutes, "seed": seed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=2.0, help="how long to fuzz (default 2)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per input before it is a hang")
+    parser.add_argument("--shared", type=Path, default=REPO.parent / "shared", help="the shared test material")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("-v", "--verbose", action="store_true", help="one line per input")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker()
+        return 0
+    if not (args.shared / "conformance").is_dir():
+        parser.error(f"test material not found: {args.shared}")
+    summary = campaign(args.minutes, args.seed, args.timeout, args.shared, args.verbose)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"fuzz: {summary['minutes']} min, seed {summary['seed']}, {summary['seeds']} seed files: "
+              f"{summary['tried']} inputs tried, {summary['converted']} converted, {summary['clean']} clean errors, "
+              f"{summary['crash']} crashes, {summary['hang']} hangs, {summary['nonfinite']} non-finite outputs")
+        for problem in summary["problems"]:
+            print("  " + problem)
+    return 1 if summary["crash"] or summary["hang"] or summary["nonfinite"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

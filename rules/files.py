@@ -1,0 +1,198 @@
+"""Which input files a conversion may read: regular files, of bounded size, inside the model's folder,
+its package roots or roots the user allows explicitly; textures must decode as images. No pxr here.
+
+A description downloaded from the internet can name ``/etc/passwd`` as a texture, ``/dev/zero`` as a mesh
+or climb out of its folder with ``../``: every file a model references is checked here, with the element
+that names it, before anything reads it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from struct import error as struct_error
+from pathlib import Path
+from typing import Iterable, NamedTuple
+
+from usdforge.rules.errors import ConversionError
+
+#: Largest model description (URDF, MJCF and its includes) read, in bytes.
+MAX_MODEL_BYTES = 256 << 20
+#: Largest mesh, texture or other referenced file read, in bytes.
+MAX_FILE_BYTES = 2 << 30
+#: Largest image decoded as a texture, in pixels (width × height).
+MAX_TEXTURE_PIXELS = 16384 * 16384
+#: Most XML elements in one model file (a 100,000-link robot has about a million).
+MAX_ELEMENTS = 2_000_000
+#: Largest magnitude of a number usdforge writes: USD stores most values as 32-bit floats (at most about
+#: 3.4e38), and unit conversions (radians → degrees, per-degree gains) must not overflow them.
+MAX_MAGNITUDE = 1e30
+#: Longest attribute value quoted in a message, in characters.
+MAX_QUOTE = 120
+
+
+def quote(text: str, limit: int = MAX_QUOTE) -> str:
+    """``text`` cut to ``limit`` characters (with how many were left out), for one-line messages."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
+def describe_element(element) -> str:
+    """``<mesh name="arm">`` (or ``<mesh file="…">``, or ``<mesh>``) of an lxml element, for messages."""
+    tag = element.tag if isinstance(element.tag, str) else "?"
+    for key in ("name", "file", "filename"):
+        value = element.get(key)
+        if value is not None:
+            return f'<{tag} {key}="{quote(value, 100)}">'
+    return f"<{tag}>"
+
+
+class Reference(NamedTuple):
+    """A file a model names: where (``file``, ``line``, ``element``) and how (``what``: mesh, texture …)."""
+
+    path: Path
+    what: str
+    file: Path
+    element: str | None = None
+    line: int | None = None
+
+
+def inside(path: Path, roots: Iterable[Path]) -> bool:
+    """Whether ``path`` (symlinks resolved) lies in one of ``roots`` (symlinks resolved)."""
+    real = os.path.realpath(path)
+    for root in roots:
+        top = os.path.realpath(root)
+        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def regular_file_problem(path: Path, max_bytes: int | None = None) -> str | None:
+    """Why ``path`` cannot be read as an input file (not there, a directory, a device, a FIFO, a symlink
+    loop, too large), or None when it is a regular file of at most ``max_bytes`` (default
+    ``MAX_FILE_BYTES``)."""
+    max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return "not found" if not os.path.lexists(path) else "is a broken symbolic link"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"  # ELOOP: a symlink loop, EACCES …
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory, not a file"
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device" if stat.S_ISCHR(info.st_mode)
+                or stat.S_ISBLK(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+        return f"is {kind}, not a regular file"
+    if info.st_size > max_bytes:
+        limit = f"{max_bytes >> 20} MiB" if max_bytes >= 1 << 20 else f"{max_bytes}-byte"
+        return f"is {info.st_size} bytes, over the {limit} limit"
+    return None
+
+
+def check_model_file(path: Path, max_bytes: int | None = None) -> None:
+    """ConversionError unless ``path`` is a regular file of at most ``max_bytes`` (default
+    ``MAX_MODEL_BYTES``)."""
+    problem = regular_file_problem(path, MAX_MODEL_BYTES if max_bytes is None else max_bytes)
+    if problem is not None:
+        raise ConversionError(path, f"the file {problem}")
+
+
+def check_references(references: Iterable[Reference], roots: Iterable[Path]) -> None:
+    """ConversionError (naming the file, line and element that names it) for the first existing reference
+    outside ``roots`` (symlinks resolved), or that is not a readable regular file, or a texture that is not
+    an image. Missing files are left to the converter (a warning or an error of its own)."""
+    roots = list(roots)
+    for ref in references:
+        ref = ref._replace(path=Path(os.path.abspath(ref.path)))
+        if not os.path.lexists(ref.path):
+            continue  # nothing to read: the converter warns (or fails) about the missing file
+        if not inside(ref.path, roots):
+            real = os.path.realpath(ref.path)
+            shown = quote(str(ref.path)) + (f" (a link to {quote(real)})" if real != str(ref.path) else "")
+            raise ConversionError(ref.file, f"{ref.what} {shown} is outside the model's folder and "
+                                            "package roots; allow its folder with --allow-root DIR (or "
+                                            "allowed_roots in the library)", ref.element, ref.line)
+        problem = regular_file_problem(ref.path)
+        if problem is not None:
+            raise ConversionError(ref.file, f"{ref.what} file {quote(str(ref.path))} {problem}", ref.element, ref.line)
+        if ref.what == "texture":
+            image_problem = _image_problem(ref.path)
+            if image_problem is not None:
+                raise ConversionError(ref.file, f"texture file {quote(str(ref.path))} is not an image "
+                                                f"({image_problem})", ref.element, ref.line)
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+
+
+def _png_problem(path: Path) -> str | None:
+    """Why ``path`` is not a valid PNG (chunk CRCs, header, the whole compressed image decoded to the size
+    its header promises), or None; with the standard library only (MJCF conversions import no Pillow)."""
+    import struct
+    import zlib
+
+    with open(path, "rb") as stream:
+        data = stream.read()
+    position, header, decoder, size = 8, None, zlib.decompressobj(), 0
+    while position + 12 <= len(data):
+        length, kind = struct.unpack(">I4s", data[position:position + 8])
+        chunk = data[position + 8:position + 8 + length]
+        crc = data[position + 8 + length:position + 12 + length]
+        if len(chunk) != length or len(crc) != 4 or zlib.crc32(kind + chunk) != struct.unpack(">I", crc)[0]:
+            return f"PNG chunk {kind!r} is damaged"
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", chunk[:10])
+            if color not in _PNG_CHANNELS or width * height == 0:
+                return "bad PNG header"
+            if width * height > MAX_TEXTURE_PIXELS:
+                return f"{width}×{height} pixels, over the {MAX_TEXTURE_PIXELS} pixel limit"
+            header = (width, height, depth, color)
+        elif kind == b"IDAT":
+            try:  # decoded in bounded pieces: only the size is kept
+                piece = decoder.decompress(chunk, 1 << 20)
+                size += len(piece)
+                while decoder.unconsumed_tail:
+                    size += len(decoder.decompress(decoder.unconsumed_tail, 1 << 20))
+            except zlib.error as exc:
+                return f"PNG image data cannot be decoded ({exc})"
+        elif kind == b"IEND":
+            break
+        position += 12 + length
+    else:
+        return "PNG file ends early"
+    if header is None:
+        return "PNG without a header"
+    width, height, depth, color = header
+    expected = height * (1 + -(-width * _PNG_CHANNELS[color] * depth // 8))
+    interlaced = data[8 + 8 + 12] if len(data) > 28 else 0
+    if not interlaced and size != expected:
+        return f"PNG image data holds {size} bytes, {expected} expected"
+    return None
+
+
+def _image_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be decoded as an image, or None: PNG with the standard library, other formats
+    with Pillow."""
+    with open(path, "rb") as stream:
+        if stream.read(8) == _PNG_SIGNATURE:
+            try:
+                return _png_problem(path)
+            except (OSError, ValueError, struct_error) as exc:
+                return str(exc)
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            if image.width * image.height > MAX_TEXTURE_PIXELS:
+                return f"{image.width}×{image.height} pixels, over the {MAX_TEXTURE_PIXELS} pixel limit"
+            image.load()
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
+        return quote(str(exc) or type(exc).__name__)
+    return None
+
+
+def model_roots(model_file: Path, extra: Iterable[str | Path] = ()) -> list[Path]:
+    """The folders a model may read from: its own folder and ``extra`` (package roots, allowed roots)."""
+    return [Path(model_file).absolute().parent, *(Path(p).absolute() for p in extra)]

@@ -1,0 +1,94 @@
+"""The last guard before a layer is written: no attribute value usdforge writes may be ``nan``/``inf``.
+
+Readers reject non-finite input with a located error; this guard catches what slips through (a value that
+overflows a 32-bit float after a unit conversion, a mesh reader's nan) so that no USD file usdforge writes
+ever holds one.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from pxr import Gf, Sdf
+
+from usdforge.rules.errors import ConversionError
+
+_QUATERNIONS = (Gf.Quatf, Gf.Quatd, Gf.Quath)
+
+
+class NonFiniteOutput(ConversionError):
+    """A layer about to be written holds a non-finite value; ``element`` is ``prim.attribute``."""
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in ``value`` (scalar, Gf vector/matrix/quaternion, Vt array) is finite as the
+    32-bit or 64-bit float it is stored as."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if value is None or isinstance(value, (bool, int, str, Sdf.AssetPath)):
+        return True
+    if isinstance(value, _QUATERNIONS):
+        return all(math.isfinite(v) for v in (value.GetReal(), *value.GetImaginary()))
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return all(_finite(item) for item in value) if isinstance(value, (list, tuple)) else True
+    return bool(np.isfinite(array).all())
+
+
+def check_layer_finite(layer: Sdf.Layer, source: str | None = None) -> None:
+    """NonFiniteOutput (naming ``source``, default the layer itself, and ``prim.attribute``) when any
+    attribute default or time sample in ``layer`` is nan or infinite. The rules' ``convert`` re-raise it
+    naming the asset."""
+    problems: list[tuple[str, Any]] = []
+
+    def visit(path: Sdf.Path) -> None:
+        if problems or not path.IsPropertyPath():
+            return
+        spec = layer.GetAttributeAtPath(path)
+        if spec is None:
+            return
+        values = [spec.default] if spec.HasDefaultValue() else []
+        values += [layer.QueryTimeSample(path, t) for t in layer.ListTimeSamplesForPath(path)]
+        for value in values:
+            if not _finite(value):
+                problems.append((str(path), value))
+                return
+
+    layer.Traverse(Sdf.Path.absoluteRootPath, visit)
+    if problems:
+        where, value = problems[0]
+        text = str(value)
+        text = text if len(text) <= 80 else text[:80] + "…"
+        raise NonFiniteOutput(source or layer.identifier, f"would write a non-finite value ({text}) to {layer.identifier.rsplit('/', 1)[-1]}: "
+                                      "a number in the source is not finite or too large for USD's 32-bit floats",
+                              where)
+
+
+
+def names_the_asset(convert: Callable[[Any, Path], list[Path]]) -> Callable[[Any, Path], list[Path]]:
+    """A rule's ``convert(cfg, out_dir)`` whose failures on bad input all name the asset
+    (``cfg.asset_path``): the non-finite guard, text that is not UTF-8 (a MuJoCo path attribute), a
+    linear-algebra failure on degenerate numbers. NumPy's floating-point warnings are not shown: their
+    results are checked (inputs here, outputs by ``check_layer_finite``), and the user sees no line
+    without a file."""
+
+    @functools.wraps(convert)
+    def wrapper(cfg: Any, out_dir: Path) -> list[Path]:
+        try:
+            with np.errstate(all="ignore"):
+                return convert(cfg, out_dir)
+        except NonFiniteOutput as exc:
+            raise ConversionError(cfg.asset_path, exc.problem, exc.element) from None
+        except UnicodeDecodeError as exc:
+            raise ConversionError(cfg.asset_path, f"text that is not valid UTF-8 ({exc.reason} at byte "
+                                                  f"{exc.start}: {exc.object[exc.start:exc.start + 8]!r})") from None
+        except np.linalg.LinAlgError as exc:
+            raise ConversionError(cfg.asset_path, f"degenerate numbers: {exc} (an inertia or transform that is "
+                                                  "not a valid matrix)") from None
+
+    return wrapper

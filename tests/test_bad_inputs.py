@@ -1,0 +1,181 @@
+"""Hostile and broken inputs (issue #12): each file in tests/bad_inputs/ is one class of bad input. Its
+conversion must exit 1 with one line on stderr naming the file, the element (line where known) and the
+problem, and write nothing.
+
+A file states what is expected in its first comments: ``<!-- expect: TEXT -->`` (TEXT must appear in the
+message right after the file's path; ``{dir}`` is tests/bad_inputs) and optionally ``<!-- allow-root: DIR -->``
+(run with ``--allow-root DIR``). Non-XML files are listed in ``OTHER``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from usdforge.pipeline.cli import main
+
+BAD = Path(__file__).resolve().parent / "bad_inputs"
+#: Files that cannot carry an XML comment: name → (expected text, extra args).
+OTHER = {
+    "mesh_gltf_not_object.gltf": (": not a glTF document: the JSON is list, not an object", []),
+    "mesh_without_extension": (": cannot tell what to convert: the file name has no extension", []),
+}
+_EXPECT = re.compile(r"<!-- expect: (.*?) -->")
+_ALLOW = re.compile(r"<!-- allow-root: (.*?) -->")
+
+
+def _cases() -> list[Path]:
+    return sorted(p for p in BAD.iterdir() if p.is_file())
+
+
+def _expectation(source: Path) -> tuple[str, list[str]]:
+    if source.name in OTHER:
+        return OTHER[source.name]
+    head = source.read_text(errors="replace")[:4000]
+    expect = _EXPECT.search(head)
+    assert expect, f"{source.name} states no expectation"
+    allow = _ALLOW.search(head)
+    return expect.group(1).replace("{dir}", str(BAD)), ["--allow-root", allow.group(1)] if allow else []
+
+
+def convert(source: Path, out: Path, args: list[str], capsys) -> tuple[int, list[str]]:
+    """Run ``usdforge convert`` in-process; (exit status, stderr lines)."""
+    status = main(["convert", "-q", str(source), str(out), *args])
+    return status, capsys.readouterr().err.strip().splitlines()
+
+
+def assert_refused(source: Path, expect: str, args: list[str], run: Path, capsys) -> str:
+    """Convert into ``run/out`` (``run`` made here): exit 1, one located line holding ``expect``, nothing
+    written; return the line."""
+    run.mkdir()
+    out = run / "out"
+    status, err = convert(source, out, args, capsys)
+    assert status == 1, err
+    assert len(err) == 1, err
+    line = err[0]
+    assert line.startswith(f"usdforge: error: {source}"), line
+    assert expect in line, line
+    assert len(line) < 600, "long values are cut"
+    assert not any(run.iterdir()), "nothing is written"
+    return line
+
+
+@pytest.mark.parametrize("source", _cases(), ids=lambda p: p.name)
+def test_bad_input_is_one_located_line_and_writes_nothing(source, tmp_path, capsys, monkeypatch):
+    expect, args = _expectation(source)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    line = assert_refused(source, expect, args, tmp_path / "run", capsys)
+    if expect.startswith(":"):  # ":LINE: <element>: problem" right after the file's path
+        assert line.startswith(f"usdforge: error: {source}{expect}"), line
+    assert not any(work.iterdir()), "no stray files (MUJOCO_LOG.TXT) in the current folder"
+
+
+def test_the_corpus_of_bad_inputs_covers_each_class():
+    names = {p.name for p in _cases()}
+    assert len(names) >= 45
+    for needed in ("urdf_texture_absolute.urdf", "urdf_texture_parent.urdf", "urdf_texture_package_escape.urdf",
+                   "mjcf_texture_absolute.xml", "urdf_mesh_dev_zero.urdf", "mjcf_mesh_dev_urandom.xml",
+                   "mjcf_pos_nan.xml", "mjcf_mass_inf.xml", "urdf_mass_huge.urdf", "mesh_gltf_not_object.gltf"):
+        assert needed in names
+
+
+# ---- what cannot be a committed file: FIFOs, symlink loops, size limits, allowed roots -----------------
+
+def _urdf_naming(folder: Path, mesh: str, texture: str | None = None) -> Path:
+    material = f'<material name="m"><texture filename="{texture}"/></material>' if texture else ""
+    path = folder / "robot.urdf"
+    path.write_text(f'<robot name="r"><link name="a"><visual><geometry><mesh filename="{mesh}"/></geometry>'
+                    f'{material}</visual></link></robot>\n')
+    return path
+
+
+def test_fifo_mesh_is_refused_without_blocking(tmp_path, capsys):
+    model = tmp_path / "model"
+    model.mkdir()
+    os.mkfifo(model / "pipe.stl")
+    source = _urdf_naming(model, "pipe.stl")
+    done = threading.Event()
+    threading.Timer(60, lambda: None if done.is_set() else os.open(model / "pipe.stl", os.O_WRONLY | os.O_NONBLOCK)
+                    ).start()
+    try:
+        line = assert_refused(source, ':1: <mesh filename="pipe.stl">: mesh file', [], tmp_path / "run", capsys)
+    finally:
+        done.set()
+    assert "is a FIFO, not a regular file" in line
+
+
+def test_symlink_loop_and_directory_mesh_are_one_clear_line(tmp_path, capsys):
+    model = tmp_path / "model"
+    model.mkdir()
+    os.symlink("loop.stl", model / "loop.stl")
+    source = _urdf_naming(model, "loop.stl")
+    line = assert_refused(source, ':1: <mesh filename="loop.stl">: mesh file', [], tmp_path / "run", capsys)
+    assert "symbolic links" in line or "loop" in line.lower()
+
+
+def test_symlink_out_of_the_model_folder_is_refused(tmp_path, capsys):
+    model = tmp_path / "model"
+    model.mkdir()
+    os.symlink("/etc/hostname", model / "innocent.png")
+    source = _urdf_naming(model, "box.stl", texture="innocent.png")
+    assert_refused(source, "(a link to /etc/hostname) is outside the model's folder", [], tmp_path / "run", capsys)
+
+
+def test_file_over_the_size_limit_is_refused(tmp_path, capsys, monkeypatch):
+    import usdforge.rules.files as files
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "big.stl").write_bytes(b"solid x\n" + b" " * 5000 + b"\nendsolid x\n")
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 4096)
+    source = _urdf_naming(model, "big.stl")
+    line = assert_refused(source, ':1: <mesh filename="big.stl">: mesh file', [], tmp_path / "run", capsys)
+    assert "over the 4096-byte limit" in line
+
+
+def test_allow_root_lets_a_model_read_from_that_folder_only(tmp_path, capsys, monkeypatch):
+    from PIL import Image
+
+    shared = tmp_path / "shared_textures"
+    shared.mkdir()
+    Image.new("RGB", (4, 4), (255, 0, 0)).save(shared / "red.png")
+    model = tmp_path / "model"
+    model.mkdir()
+    source = model / "robot.urdf"
+    source.write_text('<robot name="r"><material name="m"><texture filename="../shared_textures/red.png"/>'
+                      '</material><link name="a"><visual><geometry><box size="1 1 1"/></geometry>'
+                      '<material name="m"/></visual></link></robot>\n')
+    assert_refused(source, "texture", [], tmp_path / "run", capsys)
+    out = tmp_path / "allowed"
+    status, err = convert(source, out, ["--allow-root", str(shared)], capsys)
+    assert status == 0, err
+    copies = list((out / "textures").glob("*.png"))
+    assert len(copies) == 1 and copies[0].read_bytes() == (shared / "red.png").read_bytes()
+
+
+def test_manifest_allowed_roots_reach_each_entry(tmp_path):
+    from usdforge.pipeline.manifest import entry_cfg, load_library
+
+    manifest = tmp_path / "library.toml"
+    manifest.write_text('allowed_roots = ["textures"]\n[[assets]]\nname = "r"\nsource = "r.urdf"\n'
+                        '[assets.cfg]\nallowed_roots = ["/opt/extra"]\n')
+    library = load_library(manifest)
+    cfg = entry_cfg(library, library.assets[0], 0)
+    assert cfg.allowed_roots == (str(tmp_path / "textures"), "/opt/extra")
+
+
+def test_content_hash_of_a_device_or_fifo_returns_at_once(tmp_path):
+    # doit's up-to-date check hashes every referenced file; /dev/zero or a FIFO used to hang it forever.
+    os.mkfifo(tmp_path / "pipe")
+    code = ("from usdforge.pipeline.fingerprint import file_digest;"
+            f"print(file_digest('/dev/zero'), file_digest({str(tmp_path / 'pipe')!r}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["not-a-file", "not-a-file"]
