@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import stat
-from struct import error as struct_error
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
@@ -123,64 +122,9 @@ def check_references(references: Iterable[Reference], roots: Iterable[Path]) -> 
                                                 f"({image_problem})", ref.element, ref.line)
 
 
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
-
-
-def _png_problem(path: Path) -> str | None:
-    """Why ``path`` is not a valid PNG (chunk CRCs, header, the whole compressed image decoded to the size
-    its header promises), or None; with the standard library only (MJCF conversions import no Pillow)."""
-    import struct
-    import zlib
-
-    with open(path, "rb") as stream:
-        data = stream.read()
-    position, header, decoder, size = 8, None, zlib.decompressobj(), 0
-    while position + 12 <= len(data):
-        length, kind = struct.unpack(">I4s", data[position:position + 8])
-        chunk = data[position + 8:position + 8 + length]
-        crc = data[position + 8 + length:position + 12 + length]
-        if len(chunk) != length or len(crc) != 4 or zlib.crc32(kind + chunk) != struct.unpack(">I", crc)[0]:
-            return f"PNG chunk {kind!r} is damaged"
-        if kind == b"IHDR":
-            width, height, depth, color = struct.unpack(">IIBB", chunk[:10])
-            if color not in _PNG_CHANNELS or width * height == 0:
-                return "bad PNG header"
-            if width * height > MAX_TEXTURE_PIXELS:
-                return f"{width}×{height} pixels, over the {MAX_TEXTURE_PIXELS} pixel limit"
-            header = (width, height, depth, color)
-        elif kind == b"IDAT":
-            try:  # decoded in bounded pieces: only the size is kept
-                piece = decoder.decompress(chunk, 1 << 20)
-                size += len(piece)
-                while decoder.unconsumed_tail:
-                    size += len(decoder.decompress(decoder.unconsumed_tail, 1 << 20))
-            except zlib.error as exc:
-                return f"PNG image data cannot be decoded ({exc})"
-        elif kind == b"IEND":
-            break
-        position += 12 + length
-    else:
-        return "PNG file ends early"
-    if header is None:
-        return "PNG without a header"
-    width, height, depth, color = header
-    expected = height * (1 + -(-width * _PNG_CHANNELS[color] * depth // 8))
-    interlaced = data[8 + 8 + 12] if len(data) > 28 else 0
-    if not interlaced and size != expected:
-        return f"PNG image data holds {size} bytes, {expected} expected"
-    return None
-
-
 def _image_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be decoded as an image, or None: PNG with the standard library, other formats
-    with Pillow."""
-    with open(path, "rb") as stream:
-        if stream.read(8) == _PNG_SIGNATURE:
-            try:
-                return _png_problem(path)
-            except (OSError, ValueError, struct_error) as exc:
-                return str(exc)
+    """Why ``path`` cannot be decoded as an image by Pillow (within ``MAX_TEXTURE_PIXELS``), or None.
+    Imported here, where a texture is checked: a model without textures never imports Pillow."""
     from PIL import Image
 
     try:
