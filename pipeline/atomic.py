@@ -42,7 +42,19 @@ def _owner_alive(name: str, prefix: str) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited but not been reaped (a worker of a killed build whose new parent, e.g. a
+    container's init, does not reap): it answers signals but writes nothing any more. Linux's /proc; False
+    where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            # "pid (comm) state ...": the command may hold spaces and parentheses; the state follows the last ')'.
+            return stat_file.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def remove_stale_staging(usd_dir: Path) -> list[Path]:

@@ -27,8 +27,14 @@ def doit_command(workdir: Path, *args: str, library: Path) -> list[str]:
             f"library={library}"]
 
 
-def doit(workdir: Path, *args: str, library: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+#: No build cache: the reference build of a test would otherwise fill it, and the builds under test would
+#: restore instead of converting (too fast to be killed mid-way, and no concurrent conversions).
+NO_CACHE = {"USDFORGE_CACHE": "off"}
+
+
+def doit(workdir: Path, *args: str, library: Path, timeout: float = 300,
+         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(extra_env or {})}
     return subprocess.run(doit_command(workdir, *args, library=library), capture_output=True, text=True, env=env,
                           timeout=timeout)
 
@@ -161,7 +167,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
 def test_kill_9_of_a_parallel_build_stops_its_workers_and_the_next_build_converges(tmp_path):
-    library = mesh_library(tmp_path / "lib", 8, subdivisions=4)
+    library = mesh_library(tmp_path / "lib", 16, subdivisions=4)
     reference = tmp_path / "reference"
     reference.mkdir()
     assert doit(reference, "convert", library=library).returncode == 0
@@ -169,7 +175,7 @@ def test_kill_9_of_a_parallel_build_stops_its_workers_and_the_next_build_converg
 
     work = tmp_path / "work"
     work.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **NO_CACHE}
     process = subprocess.Popen(doit_command(work, "-n", "2", "convert", library=library), env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers: list[int] = []
@@ -187,7 +193,7 @@ def test_kill_9_of_a_parallel_build_stops_its_workers_and_the_next_build_converg
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in workers), "workers outlive a killed doit"
 
-    result = doit(work, "convert", library=library)
+    result = doit(work, "convert", library=library, extra_env=NO_CACHE)
     assert result.returncode == 0, result.stdout + result.stderr
     assert tree_digest(work / "build/usd") == expected
     assert not list((work / "build/usd").glob(".*tmp-*"))
@@ -202,7 +208,7 @@ def test_two_builds_of_one_library_at_once_give_the_same_outputs_as_one(tmp_path
 
     work = tmp_path / "work"
     work.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **NO_CACHE}
     runs = [subprocess.Popen(doit_command(work, "convert", library=library), env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     outputs = [run.communicate(timeout=300)[0] for run in runs]
