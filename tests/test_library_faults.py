@@ -165,17 +165,21 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
-def test_kill_9_of_a_parallel_build_stops_its_workers_and_the_next_build_converges(tmp_path):
-    library = mesh_library(tmp_path / "lib", 16, subdivisions=4)
+def reference_and_workspace(tmp_path: Path, library: Path) -> tuple[dict[str, str], Path, dict[str, str]]:
+    """The digest of a plain build of ``library`` (the expected outputs), an empty work folder for the
+    builds under test, and their environment (no build cache, so they convert rather than restore)."""
     reference = tmp_path / "reference"
     reference.mkdir()
     assert doit(reference, "convert", library=library).returncode == 0
-    expected = tree_digest(reference / "build/usd")
-
     work = tmp_path / "work"
     work.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO), **NO_CACHE}
+    return tree_digest(reference / "build/usd"), work, {**os.environ, "PYTHONPATH": str(REPO), **NO_CACHE}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
+def test_kill_9_of_a_parallel_build_stops_its_workers_and_the_next_build_converges(tmp_path):
+    library = mesh_library(tmp_path / "lib", 16, subdivisions=4)
+    expected, work, env = reference_and_workspace(tmp_path, library)
     process = subprocess.Popen(doit_command(work, "-n", "2", "convert", library=library), env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     workers: list[int] = []
@@ -201,14 +205,7 @@ def test_kill_9_of_a_parallel_build_stops_its_workers_and_the_next_build_converg
 
 def test_two_builds_of_one_library_at_once_give_the_same_outputs_as_one(tmp_path):
     library = mesh_library(tmp_path / "lib", 6)
-    reference = tmp_path / "reference"
-    reference.mkdir()
-    assert doit(reference, "convert", library=library).returncode == 0
-    expected = tree_digest(reference / "build/usd")
-
-    work = tmp_path / "work"
-    work.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO), **NO_CACHE}
+    expected, work, env = reference_and_workspace(tmp_path, library)
     runs = [subprocess.Popen(doit_command(work, "convert", library=library), env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     outputs = [run.communicate(timeout=300)[0] for run in runs]

@@ -195,6 +195,7 @@ def test_forward_kinematics_matches_mujoco(case):
     stage, model = stage_of(case), compiled(model_path(case))
     data = mujoco.MjData(model)
     kinematics = UsdKinematics(stage)
+    assert kinematics.multiple_parents == [], "bodies with two parent joints"
     bodies = body_prims(stage)
     moving = [(b, bodies[model.body(b).name or f"body{b}"]) for b in range(1, model.nbody)
               if bodies.get(model.body(b).name or f"body{b}") in kinematics.rest]

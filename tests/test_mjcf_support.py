@@ -19,6 +19,9 @@ import pytest
 from pxr import Gf, Usd, UsdGeom, UsdPhysics, UsdValidation
 
 from usdforge.rules.mjcf.convert import convert
+# Forward kinematics from the UsdPhysics joints alone: the package's, which `doit verify` uses too
+# (tested below against MuJoCo on a hand-written model).
+from usdforge.rules.verify.kinematics import UsdKinematics, parse_physics  # noqa: F401 - re-exported to tests
 from usdforge.rules.mjcf.bodies import body_name, joint_name
 from usdforge.schemas.mjcf_cfg import MjcfConverterCfg
 
@@ -92,14 +95,6 @@ def physics_errors(stage: Usd.Stage) -> list[str]:
             if error.GetType() == UsdValidation.ValidationErrorType.Error]
 
 
-def parse_physics(stage: Usd.Stage) -> dict:
-    """OpenUSD's reference UsdPhysics parser: ObjectType → (paths, descriptors)."""
-    load = getattr(UsdPhysics, "UsdPhysicsLoadStageFromPrimRange", None) or UsdPhysics.LoadUsdPhysicsFromRange
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return load(stage, ["/"])
-
-
 def source_name(stage: Usd.Stage, path) -> str | None:
     """``usdforge:sourceName`` of the prim at ``path``."""
     attribute = stage.GetPrimAtPath(str(path)).GetAttribute("usdforge:sourceName")
@@ -123,76 +118,6 @@ def rotation_angle(a: np.ndarray, b: np.ndarray) -> float:
     quaternion = np.zeros(4)
     mujoco.mju_mat2Quat(quaternion, (a[:3, :3].T @ b[:3, :3]).reshape(-1))
     return 2.0 * math.atan2(float(np.linalg.norm(quaternion[1:])), abs(float(quaternion[0])))
-
-
-class UsdKinematics:
-    """Forward kinematics of a converted USD from its UsdPhysics joints (OpenUSD's parser), nothing else.
-
-    Bodies are moved by their tree's joints from the world: ``T_child = T_parent · local0 · M(q) ·
-    local1⁻¹``, with ``M`` a rotation about / translation along the joint's axis by q (degrees → rad),
-    a rotation for spherical joints, identity for fixed ones. Roots without a joint to a parent keep
-    their rest pose, unless given a free pose.
-    """
-
-    _AXIS = {UsdPhysics.Axis.X: 0, UsdPhysics.Axis.Y: 1, UsdPhysics.Axis.Z: 2}
-
-    def __init__(self, stage: Usd.Stage):
-        self.stage = stage
-        parsed = parse_physics(stage)
-        cache = UsdGeom.XformCache()
-        self.rest: dict[str, np.ndarray] = {}
-        self.joints: dict[str, tuple] = {}  # child body path → (kind, desc)
-        for object_type, (paths, descs) in parsed.items():
-            kind = str(object_type).split(".")[-1]
-            if kind == "RigidBody":
-                for path in paths:
-                    self.rest[str(path)] = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(path))).T
-            elif kind.endswith("Joint"):
-                for desc in descs:
-                    if desc.excludeFromArticulation:
-                        continue
-                    child = str(desc.body1)
-                    assert child not in self.joints, f"{child} has two parent joints"
-                    self.joints[child] = (kind, desc)
-
-    def joint_name(self, desc) -> str:
-        return source_name(self.stage, desc.primPath)
-
-    def poses(self, coordinates: dict[str, object], free: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """World pose (4, 4) of every rigid body for joint coordinates by joint source name (USD units:
-        degrees or metres; a (w, x, y, z) quaternion for spherical joints) and free root poses by body
-        prim path."""
-        world: dict[str, np.ndarray] = {}
-
-        def body(path: str) -> np.ndarray:
-            if path in world:
-                return world[path]
-            if path not in self.joints:
-                world[path] = free.get(path, self.rest.get(path, np.eye(4)))
-                return world[path]
-            kind, desc = self.joints[path]
-            parent = str(desc.body0)
-            parent_pose = body(parent) if parent and parent in self.rest else np.eye(4)
-            local0 = pose(desc.localPose0Position, desc.localPose0Orientation)
-            local1 = pose(desc.localPose1Position, desc.localPose1Orientation)
-            motion = np.eye(4)
-            value = coordinates.get(self.joint_name(desc))
-            if kind == "RevoluteJoint" and value is not None:
-                axis = np.zeros(3)
-                axis[self._AXIS[desc.axis]] = 1.0
-                quaternion = np.zeros(4)
-                mujoco.mju_axisAngle2Quat(quaternion, axis, math.radians(float(value)))
-                motion = pose(np.zeros(3), quaternion)
-            elif kind == "PrismaticJoint" and value is not None:
-                motion[self._AXIS[desc.axis], 3] = float(value)
-            elif kind == "SphericalJoint" and value is not None:
-                motion = pose(np.zeros(3), value)
-            world[path] = parent_pose @ local0 @ motion @ np.linalg.inv(local1)
-            return world[path]
-
-        for path in self.rest:
-            body(path)
-        return world
 
 
 def mujoco_configuration(model: mujoco.MjModel, rng: np.random.Generator) -> np.ndarray:
@@ -277,3 +202,9 @@ def test_kinematics_helper_moves_a_hinge_like_mujoco(tmp_path):
     world = kinematics.poses(coordinates, {bodies[k]: v for k, v in free.items()})
     index = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "b")
     assert rotation_angle(world[bodies["b"]], pose(data.xpos[index], data.xquat[index])) > 0.05
+    assert kinematics.multiple_parents == []
+    # A second parent joint of b (a loop the tree cannot hold) is reported.
+    extra = UsdPhysics.FixedJoint.Define(stage, stage.GetDefaultPrim().GetPath().AppendChild("extra_parent"))
+    extra.CreateBody0Rel().SetTargets([bodies["a"]])
+    extra.CreateBody1Rel().SetTargets([bodies["b"]])
+    assert UsdKinematics(stage).multiple_parents == [bodies["b"]]

@@ -62,6 +62,8 @@ class UsdKinematics:
         cache = UsdGeom.XformCache()
         self.rest: dict[str, np.ndarray] = {}
         self.joints: dict[str, tuple[str, object]] = {}  # child body path → (kind, descriptor)
+        #: Bodies that are the child of more than one articulated joint (the first one moves them).
+        self.multiple_parents: list[str] = []
         for object_type, (paths, descs) in parse_physics(stage).items():
             kind = str(object_type).split(".")[-1]
             if kind == "RigidBody":
@@ -69,8 +71,13 @@ class UsdKinematics:
                     self.rest[str(path)] = np.array(cache.GetLocalToWorldTransform(stage.GetPrimAtPath(path))).T
             elif kind.endswith("Joint"):
                 for desc in descs:
-                    if not desc.excludeFromArticulation and str(desc.body1) not in self.joints:
-                        self.joints[str(desc.body1)] = (kind, desc)
+                    if desc.excludeFromArticulation:
+                        continue
+                    child = str(desc.body1)
+                    if child in self.joints:
+                        self.multiple_parents.append(child)
+                    else:
+                        self.joints[child] = (kind, desc)
 
     def source_name(self, path) -> str | None:
         prim = self.stage.GetPrimAtPath(str(path))
