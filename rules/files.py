@@ -8,6 +8,7 @@ that names it, before anything reads it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -124,7 +125,16 @@ def check_references(references: Iterable[Reference], roots: Iterable[Path]) -> 
 
 def _image_problem(path: Path) -> str | None:
     """Why ``path`` cannot be decoded as an image by Pillow (within ``MAX_TEXTURE_PIXELS``), or None.
-    Imported here, where a texture is checked: a model without textures never imports Pillow."""
+    Imported here, where a texture is checked: a model without textures never imports Pillow.
+
+    Inside a conversion with a build cache, bytes that decoded once are not decoded again: the cache
+    records a verdict keyed by the file's content hash (which the conversion computes anyway for its key),
+    Pillow's version and the pixel limit. ANYmal C's 21 texture atlases take a second to decode, most of a
+    rebuild after a cfg edit; a changed file has another hash and is decoded again."""
+    verdict = _decoded_verdict(path)
+    if verdict is not None and verdict[0].entry(verdict[1]) is not None:
+        verdict[0].record("texture-decoded", hit=True)
+        return None
     from PIL import Image
 
     try:
@@ -134,7 +144,28 @@ def _image_problem(path: Path) -> str | None:
             image.load()
     except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
         return quote(str(exc) or type(exc).__name__)
+    if verdict is not None:
+        verdict[0].record("texture-decoded", hit=False)
+        verdict[0].put_entry(verdict[1], {}, meta={"artifact": "texture-decoded"})
     return None
+
+
+def _decoded_verdict(path: Path) -> tuple[object, str] | None:
+    """(store, key) of the "these bytes decode as an image" verdict for ``path`` in the enclosing
+    conversion's build cache (``rules.robot.meshes.mesh_cache``), or None without one."""
+    from usdforge.rules.robot.meshes import active_mesh_cache
+
+    active = active_mesh_cache()
+    if active is None:
+        return None
+    store, digest = active
+    sha = digest(path)
+    if len(sha) != 64:  # "missing", "unreadable": decode (and report) as without a cache
+        return None
+    from importlib.metadata import version
+
+    payload = f"texture-decoded;sha256={sha};pillow={version('pillow')};max_pixels={MAX_TEXTURE_PIXELS}"
+    return store, hashlib.sha256(payload.encode()).hexdigest()
 
 
 def model_roots(model_file: Path, extra: Iterable[str | Path] = ()) -> list[Path]:

@@ -477,3 +477,37 @@ def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build
     assert last_build(build_cache)["mjcf-compiled"] == {"hits": 0, "misses": 2}
     MjcfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
     assert outputs(tmp_path / "out") == outputs(tmp_path / "cold")
+
+
+def test_a_texture_decoded_once_is_not_decoded_again_until_its_bytes_change(tmp_path, build_cache, monkeypatch):
+    """The "decodes as an image" verdict is cached by the texture's content: a cfg edit does not decode the
+    texture again; a texture whose bytes changed into a non-image is decoded again and refused."""
+    import attrs
+    from PIL import Image, ImageFile
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.rules.errors import ConversionError
+    from usdforge.schemas import MjcfConverterCfg
+
+    Image.new("RGB", (64, 32), (200, 40, 10)).save(tmp_path / "t.png")
+    source = tmp_path / "textured.xml"
+    source.write_text(textwrap.dedent("""\
+        <mujoco>
+          <asset><texture name="t" type="2d" file="t.png"/><material name="m" texture="t"/></asset>
+          <worldbody><body name="b"><freejoint/><geom type="box" size=".1 .1 .1" material="m"/></body></worldbody>
+        </mujoco>
+        """))
+    decoded = []
+    load = ImageFile.ImageFile.load
+    monkeypatch.setattr(ImageFile.ImageFile, "load", lambda image: decoded.append(image.filename) or load(image))
+    cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
+    MjcfConverter(cfg, cache=build_cache)
+    assert decoded == [str(tmp_path / "t.png")]
+    rebuilt = MjcfConverter(attrs.evolve(cfg, override_gain_prm=(321.0,)), cache=build_cache)
+    assert rebuilt.converted and not rebuilt.restored
+    assert decoded == [str(tmp_path / "t.png")]  # not decoded again
+    assert last_build(build_cache)["texture-decoded"] == {"hits": 1, "misses": 1}  # this process: one build
+    (tmp_path / "t.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"not an image" * 10)
+    with pytest.raises(ConversionError, match="t.png is not an image"):
+        MjcfConverter(attrs.evolve(cfg, override_gain_prm=(322.0,)), cache=build_cache)
+    assert len(decoded) == 1  # Pillow failed before loading pixels: the verdict was not reused
