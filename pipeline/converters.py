@@ -185,6 +185,15 @@ class AssetConverterBase:
                 self._stamps[name] = before
         return self._digests[name]
 
+    def known_digest(self, path: str | Path) -> str | None:
+        """The SHA-256 this conversion took of ``path``, if the file is still as it was then (its settled
+        stamp unchanged); None when it was not hashed, was not settled, or changed since."""
+        name = os.path.abspath(path)
+        stamp = self._stamps.get(name)
+        if stamp is None or name not in self._digests or file_stamp(name) != stamp:
+            return None
+        return self._digests[name]
+
     def _trust_stamps(self, previous: LazyKey, asset: Path) -> None:
         """Take the previous key's digests of the inputs whose stamp (size, times, inode) is unchanged and
         was settled when recorded, instead of hashing them again (a cfg edit rebuilds without reading

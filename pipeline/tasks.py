@@ -29,12 +29,13 @@ DEFAULT_LIBRARY = Path("assets/library.toml")
 DEFAULT_BUILD_DIR = Path("build")
 
 
-def _stamp(path: str) -> list[Any]:
+def _stamp(path: str, known: str | None = None) -> list[Any]:
+    """[mtime ns, size, SHA-256] of a file; ``known``: its digest, already taken of these very bytes."""
     try:
         stat = os.stat(path)
     except FileNotFoundError:
         return [0, -1, "missing"]
-    return [stat.st_mtime_ns, stat.st_size, file_digest(path)]
+    return [stat.st_mtime_ns, stat.st_size, known or file_digest(path)]
 
 
 def _stamp_fast(path: str) -> list[int]:
@@ -174,10 +175,13 @@ def _run_conversion(kind: str, cfg_json: str, cache: Any, root: str,
     if seconds is not None:
         record.seconds = seconds
     record.save(usd_dir, converter.usd_file_name, usd_dir / key_name)
+    # Digests already taken are not taken again: the inputs' when unchanged since the conversion hashed
+    # them, the outputs' when this call wrote them (the key records their digests).
+    written = dict(key.outputs) if key is not None and converter.converted else {}
     return {"usd_path": converter.usd_path, "converted": converter.converted and not converter.restored,
             "restored": converter.restored,
-            "inputs": {os.path.relpath(p, root): _stamp(str(p)) for p in converter.inputs},
-            "outputs": {name: _stamp(str(usd_dir / name)) for name in outputs}}
+            "inputs": {os.path.relpath(p, root): _stamp(str(p), converter.known_digest(p)) for p in converter.inputs},
+            "outputs": {name: _stamp(str(usd_dir / name), written.get(name)) for name in outputs}}
 
 
 def report_error(message: str) -> TaskFailed:

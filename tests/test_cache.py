@@ -511,3 +511,32 @@ def test_a_texture_decoded_once_is_not_decoded_again_until_its_bytes_change(tmp_
     with pytest.raises(ConversionError, match="t.png is not an image"):
         MjcfConverter(attrs.evolve(cfg, override_gain_prm=(322.0,)), cache=build_cache)
     assert len(decoded) == 1  # Pillow failed before loading pixels: the verdict was not reused
+
+
+def test_the_doit_action_hashes_each_settled_input_and_written_output_once(tmp_path, monkeypatch):
+    """doit's stamps reuse the digests the conversion took (inputs unchanged since, outputs it wrote), and
+    they are the files' true digests."""
+    import usdforge.pipeline.converters as converters
+    import usdforge.pipeline.lazy as lazy
+    import usdforge.pipeline.tasks as tasks
+    from usdforge.pipeline.fingerprint import file_digest
+    from usdforge.schemas import cfg_to_json
+
+    monkeypatch.setattr(lazy, "RACY_SECONDS", 0.0)  # the files were written just now
+    asset = textured_obj(tmp_path)
+    counts = collections.Counter()
+    real = file_digest
+
+    def counting(path):
+        counts[os.path.abspath(path)] += 1
+        return real(path)
+
+    monkeypatch.setattr(converters, "file_digest", counting)
+    monkeypatch.setattr(tasks, "file_digest", counting)
+    cfg = MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "out"))
+    result = tasks._run_conversion("mesh", cfg_to_json(cfg), None, str(tmp_path))
+    assert result["converted"] and counts and max(counts.values()) == 1, counts
+    for relative, (_, _, sha) in result["inputs"].items():
+        assert sha == real(tmp_path / relative)
+    for name, (_, _, sha) in result["outputs"].items():
+        assert sha == real(tmp_path / "out" / name)
