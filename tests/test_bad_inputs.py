@@ -179,3 +179,35 @@ def test_content_hash_of_a_device_or_fifo_returns_at_once(tmp_path):
             f"print(file_digest('/dev/zero'), file_digest({str(tmp_path / 'pipe')!r}))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.split() == ["not-a-file", "not-a-file"]
+
+
+def test_the_first_failing_reference_is_reported_and_files_after_it_are_not_decoded(tmp_path, monkeypatch):
+    """Textures are decoded side by side, yet the error is that of the first failing reference in the
+    model's order; a texture named after a refused reference is never opened."""
+    from PIL import Image
+
+    from usdforge.rules.errors import ConversionError
+    from usdforge.rules.files import Reference, check_references
+
+    model = tmp_path / "model.urdf"
+    for name in ("a.png", "b.png", "d.png"):
+        Image.new("RGB", (8, 8)).save(tmp_path / name)
+    (tmp_path / "bad.png").write_text("not an image")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.stl"
+    outside.write_text("solid x\nendsolid x\n")
+    opened = []
+    real_open = Image.open
+    monkeypatch.setattr(Image, "open", lambda path, *a, **k: opened.append(Path(path).name) or real_open(path, *a, **k))
+
+    def refs(*items):
+        return [Reference(tmp_path / name if what == "texture" else outside, what, model, f"<{what}>", line)
+                for line, (what, name) in enumerate(items, 1)]
+
+    with pytest.raises(ConversionError, match=r":3: <texture>: texture file .*bad.png is not an image"):
+        check_references(refs(("texture", "a.png"), ("texture", "b.png"), ("texture", "bad.png"),
+                              ("mesh", ""), ("texture", "d.png")), [tmp_path])
+    assert "d.png" not in opened  # after the mesh outside the roots: never read
+    opened.clear()
+    with pytest.raises(ConversionError, match=r":2: <mesh>: mesh .* is outside the model's folder"):
+        check_references(refs(("texture", "a.png"), ("mesh", ""), ("texture", "bad.png")), [tmp_path])
+    assert opened == ["a.png"]
