@@ -242,3 +242,20 @@ def test_schema_combinations_do_what_each_field_means(tmp_path, fields, instance
     names = [m.name for m in registry.GetAllValidatorMetadata() if m.name.startswith("usdPhysicsValidators:")]
     context = UsdValidation.ValidationContext(registry.GetOrLoadValidatorsByName(names))
     assert [e.GetMessage() for e in context.Validate(stage) if e.GetType() == UsdValidation.ValidationErrorType.Error] == []
+
+
+def test_a_collada_material_trimesh_cannot_read_gives_no_traceback(tmp_path, shared_dir):
+    """A COLLADA effect without its <transparent> colour makes trimesh log a traceback while reading the
+    material (found by bench/fuzz.py): the conversion goes on and prints no traceback."""
+    import subprocess
+    import sys
+
+    source = (shared_dir / "conformance" / "urdf" / "assets" / "box_materials.dae").read_text()
+    start, end = source.index("<transparent"), source.index("</transparent>") + len("</transparent>")
+    dae = tmp_path / "box.dae"
+    dae.write_text(source[:start] + source[end:])
+    done = subprocess.run([sys.executable, "-m", "usdforge.pipeline.cli", "convert", "--no-cache", str(dae),
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert (tmp_path / "out" / "box.usd").is_file()

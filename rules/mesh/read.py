@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import logging
+from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import numpy as np
 import trimesh
@@ -47,7 +49,8 @@ def load_parts(path: Path, units: str | None = None, process: bool = True) -> li
     if extension == "gltf":
         _check_gltf_document(path)
     try:
-        scene = _load_scene(path, extension, process)
+        with _quiet_trimesh():
+            scene = _load_scene(path, extension, process)
     except Exception as exc:  # noqa: BLE001 - trimesh raises many kinds; all mean "cannot read this file"
         raise ConversionError(path, f"cannot read {extension.upper()} mesh ({type(exc).__name__}: {exc})") from None
     up = _Y_UP_TO_Z_UP if extension in ("glb", "gltf") else np.eye(4)
@@ -64,6 +67,19 @@ def load_parts(path: Path, units: str | None = None, process: bool = True) -> li
     if not parts:
         raise ConversionError(path, "the file holds no triangle mesh")
     return parts
+
+
+@contextmanager
+def _quiet_trimesh() -> Iterator[None]:
+    """trimesh logs a traceback for each texture or material it cannot read (a missing file, a colour
+    where it expects a texture): usdforge reports missing files itself, and a user sees no traceback."""
+    logger = logging.getLogger("trimesh")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _check_gltf_document(path: Path) -> None:

@@ -78,18 +78,6 @@ class VolumeProperties(NamedTuple):
     inertia: np.ndarray
 
 
-@contextmanager
-def _quiet_trimesh() -> Iterator[None]:
-    """trimesh logs a traceback for each texture it cannot find; usdforge reports missing files itself."""
-    logger = logging.getLogger("trimesh")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
     """``part`` with the affine ``matrix`` (4, 4) applied; a mirroring matrix flips the winding."""
     linear = matrix[:3, :3]
@@ -291,8 +279,7 @@ class MeshLibrary:
     def _read_file(self, path: Path) -> list[MeshPart]:
         from usdforge.rules.mesh.read import load_parts
 
-        with _quiet_trimesh():
-            loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
+        loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
         # STL has no node names (trimesh names a part after the file or its header): the file's stem.
         stl = path.suffix.lower() == ".stl"
         return [_from_trimesh(path.stem if stl else part.name, part.mesh, part.transform) for part in loaded]
