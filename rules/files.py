@@ -8,6 +8,7 @@ that names it, before anything reads it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
@@ -198,10 +199,15 @@ def _decoded_verdict(path: Path) -> tuple[object, str] | None:
     sha = digest(path)
     if len(sha) != 64:  # "missing", "unreadable": decode (and report) as without a cache
         return None
+    payload = f"texture-decoded;sha256={sha};pillow={_pillow_version()};max_pixels={MAX_TEXTURE_PIXELS}"
+    return store, hashlib.sha256(payload.encode()).hexdigest()
+
+
+@functools.cache
+def _pillow_version() -> str:
     from importlib.metadata import version
 
-    payload = f"texture-decoded;sha256={sha};pillow={version('pillow')};max_pixels={MAX_TEXTURE_PIXELS}"
-    return store, hashlib.sha256(payload.encode()).hexdigest()
+    return version("pillow")
 
 
 def model_roots(model_file: Path, extra: Iterable[str | Path] = ()) -> list[Path]:
