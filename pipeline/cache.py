@@ -26,6 +26,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
+from usdforge.pipeline.fingerprint import by_size_in_threads, file_size
+
 log = logging.getLogger("usdforge")
 
 #: Environment variable naming the cache folder; "off" turns the cache off.
@@ -198,13 +200,12 @@ class Store:
         body = self.entry(key)
         if body is None:
             return None
-        files = {}
-        for name, sha in body["files"].items():
-            data = self.get_bytes(sha)
-            if data is None:
-                return None
-            files[name] = data
-        return Artifact(files, body.get("meta"), dict(body["files"]))
+        names, shas = list(body["files"]), list(body["files"].values())
+        # Read and hashed side by side when large (a robot's geometry layer and textures: megabytes).
+        contents = by_size_in_threads(self.get_bytes, shas, [file_size(self._object_path(sha)) for sha in shas])
+        if any(data is None for data in contents):
+            return None
+        return Artifact(dict(zip(names, contents)), body.get("meta"), dict(body["files"]))
 
     # -- statistics
     def record(self, kind: str, hit: bool) -> None:

@@ -22,7 +22,7 @@ from usdforge.pipeline.atomic import build_atomically, relative_names
 from usdforge.pipeline.cache import Store, open_store
 from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, reference_names,
                                            resolve_name)
-from usdforge.pipeline.fingerprint import file_digest
+from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_size
 from usdforge.pipeline.lazy import LazyKey, file_stamp, key_to_toml, read_key, settled, stale_reasons
 from usdforge.pipeline.references import referenced_files
 from usdforge.rules.outputs import key_file_name, meshes_layer, resolve_usd_file_name
@@ -43,6 +43,15 @@ def fresh_usd_dir() -> Path:
     stamp = time.strftime("%Y%m%d_%H%M%S")
     suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=8))
     return Path(tempfile.gettempdir()) / "usdforge" / f"usd_{stamp}_{suffix}"
+
+
+def _digest_and_stamp(name: str) -> tuple[str, list[int] | None]:
+    """(``file_digest`` of the file, its stamp when it was settled and did not change while hashed, else
+    None): a stamp is only worth trusting later when the content hashed is the content it describes."""
+    started = time.time_ns()
+    before = file_stamp(name)
+    digest = file_digest(name)
+    return digest, (before if settled(before, started) and file_stamp(name) == before else None)
 
 
 class AssetConverterBase:
@@ -92,6 +101,9 @@ class AssetConverterBase:
         previous = read_key(usd_dir / key_file_name(usd_file_name))
         if previous is not None and not cfg.force_usd_conversion:
             self._trust_stamps(previous, asset)
+            if lazy:  # the lazy check hashes every recorded input
+                self._hash_ahead([asset, *(p for p in (resolve_name(name, asset.parent, self._packages)
+                                                       for name in previous.references) if p is not None)])
         if not lazy:
             self.reasons.append("no usd_dir: lazy conversion is off")
         elif not self.reasons:
@@ -109,6 +121,7 @@ class AssetConverterBase:
         asset = Path(self.cfg.asset_path)
         references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None))
         paths = reference_names(references, asset.parent, self._packages)
+        self._hash_ahead([asset, *paths.values()])
         named = {name: self._file_digest(path) for name, path in paths.items()}
         asset_sha = self._file_digest(asset)
         outputs: dict[str, str] = {}  # relative name → sha256 of what is written, known from the cache
@@ -178,12 +191,21 @@ class AssetConverterBase:
         the file's stamp is kept when it did not change while being hashed."""
         name = os.path.abspath(path)
         if name not in self._digests:
-            started = time.time_ns()
-            before = file_stamp(name)
-            self._digests[name] = file_digest(name)
-            if settled(before, started) and file_stamp(name) == before:
-                self._stamps[name] = before
+            self._keep(name, *_digest_and_stamp(name))
         return self._digests[name]
+
+    def _hash_ahead(self, paths: list[str | Path]) -> None:
+        """Hash the files of ``paths`` not hashed yet side by side on the machine's cores (file reads and
+        hashlib release the GIL): a fresh clone's mesh files are most of a restore from the cache."""
+        todo = [name for name in dict.fromkeys(os.path.abspath(p) for p in paths) if name not in self._digests]
+        for name, (digest, stamp) in zip(todo, by_size_in_threads(_digest_and_stamp, todo,
+                                                                   [file_size(name) for name in todo])):
+            self._keep(name, digest, stamp)
+
+    def _keep(self, name: str, digest: str, stamp: list[int] | None) -> None:
+        self._digests[name] = digest
+        if stamp is not None:
+            self._stamps[name] = stamp
 
     def known_digest(self, path: str | Path) -> str | None:
         """The SHA-256 this conversion took of ``path``, if the file is still as it was then (its settled

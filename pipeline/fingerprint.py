@@ -5,7 +5,16 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Below this many bytes in all, files are read in one thread: starting threads would cost more than
+#: sharing the reading saves (measured: 27 small URDF meshes hash in 1.0 ms in one thread, 3.3 ms in two).
+THREADED_MIN_BYTES = 4 << 20
 
 
 def file_digest(path: str | Path) -> str:
@@ -34,3 +43,50 @@ def digests(paths: list[str | Path]) -> dict[str, str]:
 def normalise(path: str | Path) -> str:
     """One spelling per file (absolute, no ``..``, no symlink resolution): doit matches paths as strings."""
     return os.path.abspath(os.fspath(path))
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity: a CI job or container may get fewer than the
+    machine has)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def by_size_in_threads(function: Callable[[T], R], items: Sequence[T], sizes: Sequence[int]) -> list[R]:
+    """``[function(item) for item in items]``, shared out over the usable cores when the items (files of
+    ``sizes`` bytes) are large enough in all: one thread per core, each given items of about the same total
+    size, the calling thread one of them. For functions that spend their time in file reads and hashlib,
+    which release the GIL."""
+    workers = min(len(items), usable_cores(), 8)
+    if workers < 2 or sum(sizes) < THREADED_MIN_BYTES:
+        return [function(item) for item in items]
+    shares: list[list[int]] = [[] for _ in range(workers)]
+    loads = [0] * workers
+    for index in sorted(range(len(items)), key=lambda i: -sizes[i]):  # largest first, to the lightest share
+        lightest = loads.index(min(loads))
+        shares[lightest].append(index)
+        loads[lightest] += sizes[index]
+    results: list[R | None] = [None] * len(items)
+
+    def run(share: list[int]) -> None:
+        for index in share:
+            results[index] = function(items[index])
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers - 1) as pool:
+        pending = [pool.submit(run, share) for share in shares[1:]]
+        run(shares[0])
+        for future in pending:
+            future.result()  # re-raises what a share raised
+    return results  # type: ignore[return-value]
+
+
+def file_size(path: str | Path) -> int:
+    """The size of the file in bytes; 0 when it cannot be read (it is hashed, and reported, as usual)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0

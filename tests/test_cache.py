@@ -540,3 +540,62 @@ def test_the_doit_action_hashes_each_settled_input_and_written_output_once(tmp_p
         assert sha == real(tmp_path / relative)
     for name, (_, _, sha) in result["outputs"].items():
         assert sha == real(tmp_path / "out" / name)
+
+
+def test_inputs_hashed_and_objects_verified_side_by_side_give_what_one_thread_gives(tmp_path, monkeypatch, caplog):
+    """A restore hashes a fresh clone's inputs and verifies the cache's objects in threads (forced here for
+    a small robot): the key, the sidecar's digests and stamps, the outputs and a corrupt object's rejection
+    are those of hashing one file after another."""
+    import threading
+
+    import usdforge.pipeline.converters as converters
+    import usdforge.pipeline.fingerprint as fingerprint
+    import usdforge.pipeline.lazy as lazy
+    from usdforge.schemas import UrdfConverterCfg
+
+    monkeypatch.setattr(lazy, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 0.0)
+    store = Store(tmp_path / "cache")
+
+    def clone(name: str) -> Path:
+        package = tmp_path / name / "tiny_arm"
+        shutil.copytree(REPO / "assets" / "robots" / "tiny_arm", package, ignore=shutil.ignore_patterns("*.py"))
+        return package
+
+    def cfg(package: Path, out: str) -> UrdfConverterCfg:
+        return UrdfConverterCfg(asset_path=str(package / "urdf" / "tiny_arm.urdf"), usd_dir=str(tmp_path / out),
+                                ros_package_paths=[{"name": "tiny_arm", "path": str(package)}])
+
+    first = UrdfConverter(cfg(clone("a"), "out-a"), cache=store)
+    assert first.converted and not first.restored
+    monkeypatch.setattr(fingerprint, "THREADED_MIN_BYTES", 0)
+    threads = collections.Counter()
+    real_digest, real_get = converters.file_digest, Store.get_bytes
+    monkeypatch.setattr(converters, "file_digest",
+                        lambda path: (threads.update([("hash", threading.get_ident())]), real_digest(path))[1])
+    monkeypatch.setattr(Store, "get_bytes",
+                        lambda self, sha: (threads.update([("verify", threading.get_ident())]), real_get(self, sha))[1])
+    package = clone("b")
+    restored = UrdfConverter(cfg(package, "out-b"), cache=store)
+    assert restored.restored and restored.cache_key == first.cache_key
+    cores = min(2, fingerprint.usable_cores())
+    assert len({ident for kind, ident in threads if kind == "hash"}) == cores
+    assert len({ident for kind, ident in threads if kind == "verify"}) == cores
+    assert outputs(tmp_path / "out-b") == outputs(tmp_path / "out-a")
+    key = lazy.read_key(tmp_path / "out-b" / "tiny_arm.usdforge.toml")
+    files = {"tiny_arm.urdf": package / "urdf" / "tiny_arm.urdf",
+             **{name: package / name.removeprefix("package://tiny_arm/") for name in key.references}}
+    assert len(files) == 4
+    assert key.asset == {"tiny_arm.urdf": real_digest(files["tiny_arm.urdf"])}
+    assert key.references == {name: real_digest(path) for name, path in files.items() if name != "tiny_arm.urdf"}
+    assert key.stamps == {name: lazy.file_stamp(path) for name, path in files.items()}
+    # One object of the entry bit-flipped: rejected while verified beside the others, then rebuilt.
+    victim = store._object_path(lazy.read_key(tmp_path / "out-a" / "tiny_arm.usdforge.toml").outputs["tiny_arm.usd"])
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    victim.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        rebuilt = UrdfConverter(cfg(clone("c"), "out-c"), cache=store)
+    assert rebuilt.converted and not rebuilt.restored
+    assert any("corrupt" in record.getMessage() for record in caplog.records)
+    assert outputs(tmp_path / "out-c") == outputs(tmp_path / "out-a")
