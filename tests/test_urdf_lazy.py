@@ -3,6 +3,7 @@ re-converts, editing an unreferenced file does not; what the dependency scan fin
 
 from __future__ import annotations
 
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -72,6 +73,27 @@ def test_scan_lists_meshes_textures_and_their_files_missing_ones_included(arm):
     assert {p.name for p in missing} == {"l_finger_normals.png", "l_finger_tip_normals.png"}
     # The pipeline's scan is the same function, paths normalised.
     assert referenced_files("urdf", urdf, {"tiny_arm": str(arm)}) == sorted(str(p) for p in found)
+
+
+@pytest.mark.parametrize("encoding, bom", [("utf-8", b""), ("utf-8", b"\xef\xbb\xbf"), ("utf-16-le", b""),
+                                            ("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff")])
+def test_the_images_of_a_collada_mesh_are_found_in_any_encoding_and_one_without_images_names_none(
+        tmp_path, encoding, bom):
+    # The scan skips parsing a COLLADA file whose bytes cannot hold an <init_from>: a file in UTF-16 spells
+    # it in other bytes, so it must be parsed, and its image found, all the same.
+    r2d2 = REPO.parent / "shared" / "corpus" / "urdf" / "r2d2" / "urdf_tutorial" / "meshes"
+    text = (r2d2 / "l_finger.dae").read_text(encoding="utf-8")
+    declared = "UTF-16" if encoding.startswith("utf-16") else "utf-8"
+    text = text.replace('encoding="utf-8"', f'encoding="{declared}"', 1)
+    assert f'encoding="{declared}"' in text
+    dae = tmp_path / "finger.dae"
+    dae.write_bytes(bom + text.encode(encoding))
+    found = {Path(p).name for p in referenced_files("mesh", dae)}
+    assert found == {"l_finger_color.png", "l_finger_normals.png"}
+    without = re.sub(r"<init_from>[^<]*</init_from>", "", text)
+    assert "init_from" not in without and "<library_images>" in without
+    dae.write_bytes(bom + without.encode(encoding))
+    assert referenced_files("mesh", dae) == []
 
 
 def test_creating_a_missing_mesh_reconverts(arm, tmp_path):

@@ -57,17 +57,35 @@ def gltf_references(path: Path) -> list[Path]:
 
 
 def dae_references(path: Path) -> list[Path]:
-    """The images a COLLADA file names in ``<library_images>``."""
+    """The images a COLLADA file names in ``<library_images>``.
+
+    A file in an ASCII-compatible encoding without the bytes ``init_from`` names none and is not parsed:
+    most COLLADA meshes have no images, and parsing their megabytes of vertex text was most of a URDF's
+    dependency scan (10.5 MB of panda meshes: 8.5 ms)."""
     try:
-        tree = etree.parse(str(path), SAFE_XML)
+        data = path.read_bytes()
+    except OSError:
+        return []
+    if b"init_from" not in data and _ascii_compatible(data):
+        return []
+    try:
+        root = etree.fromstring(data, SAFE_XML)
     except etree.XMLSyntaxError:
         return []
     found = []
-    for element in tree.iter("{*}init_from"):
+    for element in root.iter("{*}init_from"):
         text = (element.text or "").strip()
         if text and element.getparent() is not None and etree.QName(element.getparent()).localname == "image":
             found.append(path.parent / text.removeprefix("file://"))
     return found
+
+
+def _ascii_compatible(data: bytes) -> bool:
+    """Whether XML ``data`` spells its markup in ASCII bytes (UTF-8, Latin-1 …), so an element name can be
+    searched for as bytes: it opens with ``<`` (after an optional UTF-8 byte order mark and white space)
+    followed by a byte that is not NUL (UTF-16 without a byte order mark starts ``<\\0``)."""
+    head = data[:4096].removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
+    return head[:1] == b"<" and head[1:2] not in (b"", b"\x00")
 
 
 MESH_SCANNERS: dict[str, Callable[[Path], list[Path]]] = {
