@@ -31,11 +31,15 @@ def urdf_file_references(path: Path, root, packages: dict[str, str]) -> tuple[li
     element that names the mesh. URIs that name no local file are left out (the reader warns)."""
     found: dict[Path, Reference] = {}
     package_roots: list[Path] = [Path(folder).absolute() for folder in packages.values()]
+    # A robot names most mesh files several times (pr2: 76 mesh elements, 26 files): a URI seen before
+    # under the same tag adds nothing, and resolving it again was most of the scan.
+    seen: set[tuple[str, str]] = set()
     for xpath, attribute in FILE_ELEMENTS:
         for element in root.iterfind(xpath):
             uri = (element.get(attribute) or "").strip()
-            if not uri:
+            if not uri or (uri, element.tag) in seen:
                 continue
+            seen.add((uri, element.tag))
             try:
                 file = resolve_uri(uri, path.parent, packages)
             except UnresolvedUri:
