@@ -232,7 +232,7 @@ class Store:
         """Entries, objects, bytes, and the hits and misses of the last build (by kind)."""
         entries = list(self._files("entries"))
         objects = list(self._files("objects"))
-        size = sum(_size(p) for p in entries + objects)
+        size = sum(file_size(p) for p in entries + objects)
         lookups = []
         try:
             lookups = [json.loads(line) for line in (self.root / _STATS).read_text().splitlines() if line.strip()]
@@ -267,12 +267,12 @@ class Store:
                 kept[path] = set(json.loads(path.read_bytes())["files"].values())
             except (OSError, ValueError, KeyError, AttributeError):
                 path.unlink(missing_ok=True)
-        sizes = {p: _size(p) for p in self._files("objects")}
+        sizes = {p: file_size(p) for p in self._files("objects")}
         by_sha = {p.name: s for p, s in sizes.items()}
 
         def total() -> int:
             live = set().union(*kept.values()) if kept else set()
-            return sum(_size(p) for p in kept) + sum(by_sha.get(sha, 0) for sha in live)
+            return sum(file_size(p) for p in kept) + sum(by_sha.get(sha, 0) for sha in live)
 
         removed, dropped = 0, set()
         for path in list(kept):
@@ -307,13 +307,6 @@ class Store:
         for folder in ("objects", "entries"):
             shutil.rmtree(self.root / folder, ignore_errors=True)
         (self.root / _STATS).unlink(missing_ok=True)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _mtime(path: Path) -> float:

@@ -85,7 +85,7 @@ def by_size_in_threads(function: Callable[[T], R], items: Sequence[T], sizes: Se
 
 
 def file_size(path: str | Path) -> int:
-    """The size of the file in bytes; 0 when it cannot be read (it is hashed, and reported, as usual)."""
+    """The size of the file in bytes; 0 when it cannot be stat'ed (missing, no permission)."""
     try:
         return os.stat(path).st_size
     except OSError:
