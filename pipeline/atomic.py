@@ -61,23 +61,52 @@ def remove_stale_staging(usd_dir: Path) -> list[Path]:
     """Remove the temporary folders of ``usd_dir`` left by conversions that were killed (their process
     is gone, or, of unknown origin, older than ``STALE_AFTER_S``); return them. A concurrent build's
     folder is left alone."""
-    prefix = staging_prefix(usd_dir)
+    return _remove_stale(usd_dir.parent, staging_prefix(usd_dir), folders=True)
+
+
+def _remove_stale(parent: Path, prefix: str, folders: bool) -> list[Path]:
+    """Remove the temporary folders (or files) in ``parent`` named ``<prefix><host>-<pid>-<random>`` whose
+    writer is gone, and those of unknown origin older than ``STALE_AFTER_S``; return them."""
     removed = []
     try:
-        candidates = [p for p in usd_dir.parent.iterdir() if p.name.startswith(prefix) and p.is_dir()]
+        candidates = [p for p in parent.iterdir() if p.name.startswith(prefix)
+                      and (p.is_dir() if folders else p.is_file())]
     except OSError:
         return removed
-    for folder in candidates:
-        parts = folder.name[len(prefix):].split("-")
+    for stale in candidates:
+        parts = stale.name[len(prefix):].split("-")
         known = len(parts) >= 3 and parts[-2].isdigit()
         try:
-            old = time.time() - folder.stat().st_mtime > STALE_AFTER_S
+            old = time.time() - stale.stat().st_mtime > STALE_AFTER_S
         except OSError:
             continue
-        if (known and not _owner_alive(folder.name, prefix)) or (not known and old):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
+        if (known and not _owner_alive(stale.name, prefix)) or (not known and old):
+            if folders:
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
+            removed.append(stale)
     return removed
+
+
+def remove_stale_writes(path: Path) -> list[Path]:
+    """Remove the temporary siblings of ``path`` that ``write_text_atomically`` calls of killed processes
+    left; return them."""
+    return _remove_stale(path.parent, f".{path.name}.tmp-", folders=False)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary sibling (``.<name>.tmp-<host>-<pid>-<random>``) renamed
+    into place. The temporary siblings that killed writers left (their process gone) are removed first: a
+    kill between writing and renaming leaves a stray file only until the next write of the same file."""
+    remove_stale_writes(path)
+    staging = path.with_name(f".{path.name}.tmp-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        staging.write_text(text, encoding="utf-8")
+        os.replace(staging, path)
+    except BaseException:
+        staging.unlink(missing_ok=True)
+        raise
 
 
 def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_name: str,

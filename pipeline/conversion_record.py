@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 import warnings
 from pathlib import Path
@@ -38,13 +37,15 @@ class Recording:
     def save(self, usd_dir: str | Path, usd_file_name: str, key_path: Path) -> None:
         """Write the record, unless the converter found its outputs up to date (its lazy key older than
         this conversion) and an earlier record exists: that one describes the real conversion."""
+        from usdforge.pipeline.atomic import remove_stale_writes, write_text_atomically
+
         record = record_path(usd_dir, usd_file_name)
         key_mtime = _mtime(key_path)
         if record.is_file() and key_mtime is not None and key_mtime < self.started_ns:
+            remove_stale_writes(record)  # a build killed while rewriting it
             return
-        staging = record.with_name(record.name + f".tmp-{os.getpid()}")
-        staging.write_text(json.dumps({"seconds": round(self.seconds, 3), "warnings": self.messages}, indent=1) + "\n")
-        os.replace(staging, record)
+        write_text_atomically(record, json.dumps({"seconds": round(self.seconds, 3), "warnings": self.messages},
+                                                 indent=1) + "\n")
 
 
 @contextlib.contextmanager

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from usdforge.pipeline.atomic import write_text_atomically
 from usdforge.pipeline.fingerprint import file_digest, normalise
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,5 @@ def task_specs(library_path: str | Path, build_dir: str | Path) -> list[dict[str
         pass  # no cache yet, or an unreadable one: compute the specs afresh
     specs = compute_specs(library_path, build_dir)
     cache.parent.mkdir(parents=True, exist_ok=True)
-    staging = cache.with_suffix(f".tmp-{os.getpid()}")
-    staging.write_text(json.dumps({"fingerprint": fingerprint, "specs": specs}))
-    os.replace(staging, cache)
+    write_text_atomically(cache, json.dumps({"fingerprint": fingerprint, "specs": specs}))
     return specs

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 from doit.exceptions import TaskFailed
 from doit.tools import config_changed
 
+from usdforge.pipeline.atomic import write_text_atomically
 from usdforge.pipeline.fingerprint import file_digest
 from usdforge.pipeline.task_specs import MANIFEST_ERROR_DOC, task_specs
 
@@ -259,9 +260,7 @@ def run_ik_report(usd_path: str, ee_body: str, report_path: str, settings: dict[
     except (ValueError, KeyError) as exc:
         return TaskFailed(f"{usd_path}: IK study for ee_body {ee_body!r}: {exc}")
     report = {"usd_path": usd_path, "ee_body": ee_body, "settings": settings, **report}
-    staging = Path(report_path + f".tmp-{os.getpid()}")
-    staging.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    os.replace(staging, report_path)
+    write_text_atomically(Path(report_path), json.dumps(report, indent=2, sort_keys=True) + "\n")
     return {}
 
 

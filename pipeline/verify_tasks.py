@@ -23,6 +23,7 @@ from typing import Any, Iterator
 from doit.exceptions import TaskFailed
 from doit.tools import config_changed
 
+from usdforge.pipeline.atomic import write_text_atomically
 from usdforge.pipeline.task_specs import task_specs
 from usdforge.pipeline.tasks import DEFAULT_BUILD_DIR, DEFAULT_LIBRARY
 from usdforge.rules.verify.asset import CHECKS_VERSION
@@ -64,9 +65,7 @@ def run_verify(name: str, kind: str, source: str, usd_path: str, cfg_json: str, 
         conversion = {}  # converted before conversions were recorded
     result = {"name": name, **result, "conversion": {"seconds": conversion.get("seconds"),
                                                       "warnings": conversion.get("warnings", [])}}
-    staging = Path(f"{result_path}.tmp-{os.getpid()}")
-    staging.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
-    os.replace(staging, result_path)
+    write_text_atomically(Path(result_path), json.dumps(result, indent=1, sort_keys=True) + "\n")
     lines = failure_lines(name, result)
     if lines:
         return TaskFailed("\n".join(lines))

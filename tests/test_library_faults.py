@@ -124,6 +124,24 @@ def test_a_killed_conversions_temporary_folder_is_removed_by_the_next_build(tmp_
     assert (usd / "s0" / "s0.usda").is_file()
 
 
+def test_a_record_file_a_killed_build_was_writing_is_removed_by_the_next_build(tmp_path):
+    """A kill between writing a small file (the conversion record, a verify result, the report) and renaming
+    it into place leaves its temporary sibling; the next write of that file removes it, unless its writer
+    still runs."""
+    library = mesh_library(tmp_path / "lib", 1)
+    work = tmp_path / "work"
+    usd = work / "build" / "usd" / "s0"
+    usd.mkdir(parents=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed = usd / f".s0.convert.json.tmp-{socket.gethostname()}-{int(dead.stdout)}-abcd"
+    live = usd / f".s0.convert.json.tmp-{socket.gethostname()}-{os.getpid()}-efgh"
+    for stray in (killed, live):
+        stray.write_text("")
+    result = doit(work, "convert", library=library, extra_env=NO_CACHE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (usd / "s0.convert.json").is_file() and not killed.exists() and live.exists()
+
+
 def test_doit_clean_removes_copied_textures_temporaries_and_empty_folders(tmp_path):
     meshes = tmp_path / "lib" / "meshes"
     meshes.mkdir(parents=True)

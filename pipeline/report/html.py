@@ -5,10 +5,11 @@ no server; every figure comes from the assets' verify results (``<stem>.verify.j
 from __future__ import annotations
 
 import json
-import os
 from html import escape
 from pathlib import Path
 from typing import Any
+
+from usdforge.pipeline.atomic import write_text_atomically
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fafaf8}
@@ -49,9 +50,7 @@ def _page(title: str, body: str) -> str:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(path.name + f".tmp-{os.getpid()}")
-    staging.write_text(text, encoding="utf-8")
-    os.replace(staging, path)
+    write_text_atomically(path, text)
 
 
 def load_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
