@@ -7,6 +7,10 @@ for what a no-op run needs; importing pipeline never imports pxr.
 
 from __future__ import annotations
 
+if __name__ != "usdforge.pipeline":   # one importable name per module: never both pipeline.x and usdforge.pipeline.x
+    raise ImportError(f"import usdforge.pipeline, not {__name__}: the repository's top-level folders are the "
+                      "subpackages of usdforge")
+
 import importlib
 from typing import Any
 

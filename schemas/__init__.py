@@ -1,5 +1,10 @@
 """Cfg classes (attrs), their cattrs converter, the config digest and the USD writer."""
 
+if __name__ != "usdforge.schemas":   # one importable name per module: never both schemas.x and usdforge.schemas.x
+    raise ImportError(f"import usdforge.schemas, not {__name__}: the repository's top-level folders are the "
+                      "subpackages of usdforge")
+
+
 import importlib
 
 from usdforge.schemas.converter_cfgs import LOCATION_FIELDS, AssetConverterBaseCfg, MeshConverterCfg

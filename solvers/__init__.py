@@ -13,6 +13,11 @@ switches on at import: call ``jax.config.update("jax_enable_x64", True)`` at pro
 inside ``with jax.enable_x64(True):``) and pass ``dtype=jax.numpy.float64``.
 """
 
+if __name__ != "usdforge.solvers":   # one importable name per module: never both solvers.x and usdforge.solvers.x
+    raise ImportError(f"import usdforge.solvers, not {__name__}: the repository's top-level folders are the "
+                      "subpackages of usdforge")
+
+
 from .device import GpuUnavailableError, resolve_device
 from .differential_ik import DEFAULT_IK_PARAMS, DifferentialIKController, DifferentialIKControllerCfg
 from .forward import (

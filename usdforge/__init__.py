@@ -12,13 +12,11 @@ Names are imported on first use, so ``import usdforge`` imports neither pxr nor 
 from __future__ import annotations
 
 import importlib
-from pkgutil import extend_path
 from typing import Any
 
-# The subpackages live in the repository's top-level folders (pyproject.toml maps them under this
-# namespace). Run from a checkout with a non-editable install, this folder shadows the installed
-# ``usdforge``; extending the path lets its subpackages be found in the installed copy.
-__path__ = extend_path(__path__, __name__)
+# The subpackages live in the repository's top-level folders; this folder holds a symbolic link to each
+# (usdforge/pipeline -> ../pipeline, ...), so ``usdforge.pipeline`` is found on disk, by Python and by
+# static tools alike, wherever this folder is found (an editable install's src/, or the checkout's root).
 
 # ``__version__`` is served by ``__getattr__`` too: importing ``usdforge.schemas._version`` here would run
 # ``usdforge.schemas`` (cattrs and every cfg class, ~0.4 s) in every process, a no-op ``doit convert`` too.
