@@ -27,7 +27,8 @@ class Located:
         self.problem = problem
         self.element = element
         self.line = line
-        super().__init__(located_message(file, problem, element, line))
+        # A mixin: the next class in the MRO is the Exception the subclass names (ConversionError(Located, ...)).
+        super().__init__(located_message(file, problem, element, line))  # type: ignore[call-arg]
 
 
 class ConversionError(Located, Exception):

@@ -13,7 +13,7 @@ Units are SI with radians in every cfg; ``schemas.units`` converts to USD's degr
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 import attrs
 
@@ -31,9 +31,17 @@ DRIVE_TYPES = ("force", "acceleration")
 #: Minimal drive stiffness written by ``ensure_drives_exist`` (cfg units: N·m/rad or N/m).
 MIN_DRIVE_STIFFNESS = 1e-3
 
-# Every cfg class is frozen; slots are off so that multi-namespace classes can inherit from two property
-# groups (NewtonMeshCollisionPropertiesCfg) without a slot layout conflict.
-cfg_class = attrs.frozen(slots=False)
+_Cfg = TypeVar("_Cfg", bound=type)
+
+
+# dataclass_transform tells type checkers and editors that the decorated class gets an __init__ from its
+# annotated fields (attrs.frozen bound to a name is not recognised by their attrs support): without it,
+# every cfg constructor call looks like a call with unexpected keyword arguments.
+@dataclass_transform(frozen_default=True, field_specifiers=(attrs.field,))
+def cfg_class(cls: _Cfg) -> _Cfg:
+    """Every cfg class is frozen (attrs); slots are off so that multi-namespace classes can inherit from two
+    property groups (NewtonMeshCollisionPropertiesCfg) without a slot layout conflict."""
+    return attrs.frozen(cls, slots=False)
 
 
 def float_field(lo: float | None = 0.0, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False,
