@@ -369,3 +369,39 @@ def test_optenv_values_are_part_of_the_digest_only_when_set():
     assert config_digest(plain) == config_digest(UrdfConverterCfg(asset_path="r.urdf.xacro", tree_root="/x"))
     assert config_digest(plain) != config_digest(UrdfConverterCfg(asset_path="r.urdf.xacro", xacro_env={"A": "1"}))
     assert config_digest(plain) != config_digest(UrdfConverterCfg(asset_path="r.urdf.xacro", allow_missing_files=True))
+
+
+def test_a_ros_workspace_src_folder_bounds_the_search(tmp_path):
+    workspace = tmp_path / "ws"
+    (workspace / "install").mkdir(parents=True)  # colcon's marks beside src/
+    _write(workspace / "other" / "meshes" / "a.stl", STL)  # in the workspace, outside src/
+    model = _write(workspace / "src" / "robot" / "urdf" / "r.urdf", "")
+    _write(workspace / "src" / "robot_support" / "package.xml", "<package><name>robot_support</name></package>")
+    _write(workspace / "src" / "robot_support" / "meshes" / "b.stl", STL)
+    assert paths.tree_boundary(str(model.parent)) == str(workspace / "src")
+    assert _resolve("package://robot_support/meshes/b.stl", model).rule == "folder"
+    with pytest.raises(paths.UnresolvedUri):
+        _resolve("package://other/meshes/a.stl", model)
+
+
+def test_the_dependency_scan_and_the_conversion_resolve_alike(tmp_path):
+    """A mesh found by the walk-up rule is a dependency (editing it re-converts); a package outside the
+    tree is none."""
+    from usdforge.pipeline.references import referenced_files
+
+    tree = _tree(tmp_path)
+    mesh = _write(tree / "abb_irb140" / "meshes" / "l0.stl", STL)
+    model = _write(tree / "abb_irb140" / "urdf" / "r.urdf", _robot([
+        "package://abb_irb140_support/meshes/l0.stl", "package://outsider/meshes/a.stl"]))
+    assert referenced_files("urdf", model) == [str(mesh)]
+
+
+def test_a_manifest_entry_allows_missing_files_and_bounds_packages_by_its_folder(tmp_path):
+    from usdforge.pipeline.manifest import entry_cfg, load_library
+
+    manifest = _write(tmp_path / "library.toml", '[[assets]]\nname = "r"\nsource = "r.urdf.xacro"\n'
+                                                 '[assets.cfg]\nallow_missing_files = true\n'
+                                                 'xacro_env = { FENDER = "1" }\n')
+    library = load_library(manifest)
+    cfg = entry_cfg(library, library.assets[0], 0)
+    assert cfg.allow_missing_files and cfg.xacro_env == {"FENDER": "1"} and cfg.tree_root == str(tmp_path)
