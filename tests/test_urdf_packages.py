@@ -329,6 +329,13 @@ def test_notes_are_recorded_by_doit_convert(tmp_path):
     assert "note" not in done.stderr and "gazebo" not in done.stderr, done.stderr
     record = json.loads((tmp_path / "build" / "usd" / "r" / "r.convert.json").read_text())
     assert record["warnings"] == [] and any("<gazebo>" in n for n in record["notes"]), record
+    model.write_text(model.read_text() + "<!-- edited: converted again -->\n")
+    done = subprocess.run([sys.executable, "-m", "doit", "-f", str(root / "dodo.py"), "-d", str(tmp_path), "convert",
+                           f"library={tmp_path / 'library.toml'}", "cache=off", "verbose=1"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert any(line.startswith("usdforge: note: ") and "<gazebo>" in line for line in done.stderr.splitlines()), \
+        done.stderr
 
 
 # ---- $(optenv) and unused settings ---------------------------------------------------------------------
