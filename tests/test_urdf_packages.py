@@ -23,14 +23,6 @@ SECRET = "root:x:0:0:SECRET-BYTES-28:/root:/bin/bash"
 STL = "solid t\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nvertex 0 1 0\nendloop\nendfacet\nendsolid t\n"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_caches():
-    """The resolver caches folder facts per process; each test builds new folders."""
-    for cached in (paths.tree_boundary, paths.declared_name, paths._children):
-        cached.cache_clear()
-    yield
-
-
 def _write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -89,7 +81,6 @@ def test_a_folder_of_that_name_without_the_file_loses_to_the_folder_with_it(tmp_
     assert (found.path, found.rule) == (mesh, "walk-up")
     # Where the named folder has the file, it wins (the peer's rule alone would miss these).
     other = _write(tree / "ur_description" / "meshes" / "ur5e" / "base.stl", STL)
-    paths._children.cache_clear()
     assert _resolve("package://ur_description/meshes/ur5e/base.stl", model) == (other, tree / "ur_description",
                                                                                  "folder")
 
@@ -143,7 +134,6 @@ def test_without_a_marker_the_tree_is_the_package_and_never_the_root_or_home(tmp
     model = _write(tmp_path / "home" / "robot" / "urdf" / "r.urdf", "")
     assert paths.tree_boundary(str(model.parent)) == str(tmp_path / "home" / "robot")
     (tmp_path / "home" / ".git").mkdir()  # a home folder under version control is still not a tree
-    paths.tree_boundary.cache_clear()
     assert paths.tree_boundary(str(model.parent)) == str(tmp_path / "home" / "robot")
     with pytest.raises(paths.UnresolvedUri):
         _resolve("package://secrets/key.stl", model)

@@ -8,7 +8,8 @@ No pxr here.
 ``--package NAME=DIR``) resolves to its folder. Any other package is looked for *inside the model's own
 tree* only: from the model's folder up to the nearest enclosing folder that marks a tree
 (``tree_boundary``: a folder holding ``.git``, a ROS workspace's ``src/``, or the library manifest's
-folder when given), never above it, and never the file system root or a home folder. Without any marker
+folder when given), never above it, and never the file system root, a top-level system folder (``/tmp``,
+``/usr`` …: ``_NEVER_TREES``) or a home folder. Without any marker
 the tree is the highest enclosing ROS package (a folder holding ``package.xml``), else the model
 folder's parent.
 
@@ -78,7 +79,6 @@ def _is_workspace_src(folder: str) -> bool:
             or any(os.path.exists(os.path.join(parent, mark)) for mark in _WORKSPACE_MARKS))
 
 
-@functools.lru_cache(maxsize=1024)
 def tree_boundary(model_dir: str, tree_root: str | None = None) -> str:
     """The folder the package search by convention may not leave, for a model in ``model_dir`` (real
     path, see the module docstring). ``tree_root``: the library manifest's folder, a marker when it
@@ -109,11 +109,23 @@ def _within(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
 
 
-@functools.lru_cache(maxsize=4096)
+# Folder facts are remembered per process under the stat of what they read (a package.xml edited, a
+# folder added: another key), so a long-running build never resolves from a stale view.
+
 def declared_name(folder: str) -> str | None:
     """The package name ``folder/package.xml`` declares, or None (no such file, or no ``<name>``)."""
+    path = os.path.join(folder, "package.xml")
     try:
-        with open(os.path.join(folder, "package.xml"), "rb") as stream:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return _declared_name(path, info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+@functools.lru_cache(maxsize=4096)
+def _declared_name(path: str, *stamp: int) -> str | None:
+    try:
+        with open(path, "rb") as stream:
             head = stream.read(65536)
     except OSError:
         return None
@@ -121,8 +133,16 @@ def declared_name(folder: str) -> str | None:
     return match.group(1).decode("utf-8", "replace") if match else None
 
 
-@functools.lru_cache(maxsize=1024)
 def _children(folder: str) -> tuple[str, ...]:
+    try:
+        info = os.stat(folder)
+    except (OSError, ValueError):
+        return ()
+    return _listed_children(folder, info.st_mtime_ns, info.st_ino)
+
+
+@functools.lru_cache(maxsize=1024)
+def _listed_children(folder: str, *stamp: int) -> tuple[str, ...]:
     try:
         return tuple(sorted(entry.path for entry in os.scandir(folder) if entry.is_dir(follow_symlinks=False)))
     except OSError:
