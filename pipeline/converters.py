@@ -121,7 +121,8 @@ class AssetConverterBase:
         asset = Path(self.cfg.asset_path)
         references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None),
                                       tree_root=getattr(self.cfg, "tree_root", None),
-                                      xacro_env=getattr(self.cfg, "xacro_env", None))
+                                      xacro_env=getattr(self.cfg, "xacro_env", None),
+                                      allowed_roots=getattr(self.cfg, "allowed_roots", ()))
         paths = reference_names(references, asset.parent, self._packages)
         self._hash_ahead([asset, *paths.values()])
         named = {name: self._file_digest(path) for name, path in paths.items()}

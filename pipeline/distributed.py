@@ -327,7 +327,8 @@ def task_sources(kind: str, cfg: Any, ship: bool) -> tuple[dict[str, bytes] | No
     from usdforge.pipeline.references import referenced_files
 
     references = referenced_files(kind, cfg.asset_path, packages_of(cfg), getattr(cfg, "xacro_args", None),
-                                  tree_root=getattr(cfg, "tree_root", None), xacro_env=getattr(cfg, "xacro_env", None))
+                                  tree_root=getattr(cfg, "tree_root", None), xacro_env=getattr(cfg, "xacro_env", None),
+                                  allowed_roots=getattr(cfg, "allowed_roots", ()))
     sources = [cfg.asset_path, *(p for p in references if os.path.isfile(p))]
     return ({path: Path(path).read_bytes() for path in sources} if ship else None), digests(sources)
 

@@ -11,7 +11,8 @@ from usdforge.schemas.converter_cfgs import LOCATION_FIELDS
 from usdforge.schemas.serialization import cfg_to_dict
 
 #: Fields left out of the digest: where the asset is and goes, and the force flag (an action, not a setting).
-#: allowed_roots permits reading files; it never changes what a successful conversion writes.
+#: allowed_roots permits reading files (and finding ROS packages there): it changes what a conversion writes
+#: only through which files it references, which the cache key and the lazy check hash by name and content.
 #: tree_root (the manifest's folder) is a location, like allowed_roots.
 DIGEST_EXCLUDED_FIELDS = (*LOCATION_FIELDS, "force_usd_conversion", "allowed_roots", "tree_root")
 #: Fields left out while they hold their default (added after digests were published): a cfg that does

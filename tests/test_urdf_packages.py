@@ -402,3 +402,22 @@ def test_a_manifest_entry_allows_missing_files_and_bounds_packages_by_its_folder
     library = load_library(manifest)
     cfg = entry_cfg(library, library.assets[0], 0)
     assert cfg.allow_missing_files and cfg.xacro_env == {"FENDER": "1"} and cfg.tree_root == str(tmp_path)
+
+
+def test_an_allowed_root_holds_packages_too(tmp_path, capsys):
+    """--allow-root DIR: DIR, or a child of it called NAME (or declaring NAME), is an explicit root for
+    package://NAME and $(find NAME), outside the model's tree."""
+    tree = _tree(tmp_path)
+    mesh = _write(tmp_path / "ws" / "shared_meshes" / "meshes" / "a.stl", STL)
+    _write(tmp_path / "ws" / "shared_meshes" / "package.xml", "<package><name>arm_meshes</name></package>")
+    model = _write(tree / "robot" / "r.urdf", _robot(["package://arm_meshes/meshes/a.stl"]))
+    with pytest.raises(paths.UnresolvedUri):
+        _resolve("package://arm_meshes/meshes/a.stl", model)
+    found = paths.resolve_package_uri("package://arm_meshes/meshes/a.stl", model.parent, {}, None,
+                                      (str(tmp_path / "ws"),))
+    assert (found.path, found.rule) == (mesh, "explicit")
+    assert paths.find_package("arm_meshes", model.parent, {}, None, (str(tmp_path / "ws"),)) == mesh.parents[1]
+    status, err, _ = _convert(model, tmp_path / "out", capsys)
+    assert status == 1
+    status, err, _ = _convert(model, tmp_path / "out", capsys, "--allow-root", str(tmp_path / "ws"))
+    assert status == 0, err

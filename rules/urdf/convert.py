@@ -48,7 +48,7 @@ def expanded_xacro(cfg: UrdfConverterCfg) -> bytes | None:
     if not is_xacro(cfg.asset_path):
         return None
     expansion = expand_xacro(cfg.asset_path, packages_of(cfg), cfg.xacro_args, tree_root=cfg.tree_root,
-                             env=cfg.xacro_env)
+                             env=cfg.xacro_env, allowed=tuple(cfg.allowed_roots))
     for message in expansion.warnings:
         warn(cfg.asset_path, message, "xacro")
     for unused in expansion.unused:
@@ -69,7 +69,8 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
     if missing:
         warn(asset, f"{len(missing)} referenced file(s) missing; converted without them (allow_missing_files; "
                     "the conversion record lists each)")
-    robot = read_urdf(asset, packages_of(cfg), meshes, expanded, cfg.tree_root, missing_noted=bool(missing))
+    robot = read_urdf(asset, packages_of(cfg), meshes, expanded, cfg.tree_root, missing_noted=bool(missing),
+                      allowed=tuple(cfg.allowed_roots))
     if cfg.balance_inertia:
         for link in robot.links:
             if link.inertial is not None:
@@ -125,7 +126,8 @@ def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple
     Returns the missing files, each as (file, problem, element, line) for a located line; notes how each
     ROS package resolved (``rules.urdf.paths``: the folder and the rule)."""
     root, _ = load_urdf_xml(asset, expanded)  # a xacro: the URDF it expanded to
-    references, package_roots, resolutions = urdf_file_references(asset, root, packages, tree_root)
+    references, package_roots, resolutions = urdf_file_references(asset, root, packages, tree_root,
+                                                                  tuple(allowed_roots))
     check_references(references, model_roots(asset, [*package_roots, *allowed_roots]))
     by_package: dict[tuple[str, str, str], int] = {}
     for uri, resolution in resolutions.items():
@@ -135,7 +137,7 @@ def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple
             by_package[key] = by_package.get(key, 0) + 1
     for (name, folder, rule), count in by_package.items():
         note(asset, f"package '{name}' resolved to {folder} ({_RULES[rule]}; {count} file(s))")
-    return missing_files(asset, root, packages, tree_root)
+    return missing_files(asset, root, packages, tree_root, tuple(allowed_roots))
 
 
 #: How each package rule of ``rules.urdf.paths`` reads in a note.
@@ -144,8 +146,8 @@ _RULES = {"explicit": "given explicitly", "folder": "the folder of that name (or
           "three-slash": "a package:/// URI, found from the model's folder up"}
 
 
-def missing_files(asset: Path, root, packages: dict[str, str],
-                  tree_root: str | None = None) -> list[tuple[Path, str, str, int | None]]:
+def missing_files(asset: Path, root, packages: dict[str, str], tree_root: str | None = None,
+                  allowed: tuple[str, ...] = ()) -> list[tuple[Path, str, str, int | None]]:
     """(file, problem, element, line) of every mesh or texture the URDF ``root`` names that is not a
     file: not there, or a ``package://`` URI whose package cannot be found."""
     found = []
@@ -156,7 +158,7 @@ def missing_files(asset: Path, root, packages: dict[str, str],
                 continue  # no file named: the reader warns
             what = "mesh" if element.tag == "mesh" else "texture"
             try:
-                path = resolve_uri(uri, asset.parent, packages, tree_root)
+                path = resolve_uri(uri, asset.parent, packages, tree_root, allowed)
             except UnresolvedUri as exc:
                 found.append((asset, f"{what} '{quote(uri)}' is missing: {exc}", describe_element(element),
                               element.sourceline))

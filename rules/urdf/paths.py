@@ -15,7 +15,8 @@ folder's parent.
 
 **The rules**, in order; the first candidate whose file exists wins (``resolve_package_uri``):
 
-1. ``explicit``: ``packages[NAME] / rest``.
+1. ``explicit``: ``packages[NAME] / rest``; then, for each allowed root (``--allow-root``, ``allowed_roots``),
+   the root itself or a child of it called NAME (or declaring NAME): ``folder / rest``.
 2. ``folder``: a folder called NAME (or whose ``package.xml`` declares NAME; those are preferred) that is
    the model's folder, an ancestor or an ancestor's child, inside the tree: ``folder / rest``.
 3. ``walk-up``: urdf-usd-converter's rule: ``ancestor / rest`` for the model's folder and its ancestors,
@@ -180,13 +181,27 @@ def _ancestors(model_dir: str, boundary: str) -> list[str]:
         folder = os.path.dirname(folder)
 
 
-def find_package(name: str, urdf_dir: Path, packages: dict[str, str], tree_root: str | None = None) -> Path:
-    """The folder of ROS package ``name`` (``$(find name)``): ``packages[name]``, else the first of
-    ``package_folders`` inside the model's tree. Raises UnresolvedUri."""
+def _allowed_folders(name: str, allowed: tuple[str, ...]) -> list[str]:
+    """Folders of package ``name`` among the allowed roots: a root called (or declaring) ``name``, or such
+    a child of a root."""
+    found = []
+    for root in allowed:
+        top = _real(root)
+        for candidate in (top, *_children(top)):
+            if (os.path.basename(candidate) == name or declared_name(candidate) == name) and candidate not in found:
+                found.append(candidate)
+    return found
+
+
+def find_package(name: str, urdf_dir: Path, packages: dict[str, str], tree_root: str | None = None,
+                 allowed: tuple[str, ...] = ()) -> Path:
+    """The folder of ROS package ``name`` (``$(find name)``): ``packages[name]``, else one in the
+    ``allowed`` roots, else the first of ``package_folders`` inside the model's tree. Raises
+    UnresolvedUri."""
     if name in packages:
         return Path(packages[name])
     boundary = tree_boundary(str(urdf_dir), tree_root)
-    folders = package_folders(name, urdf_dir, boundary)
+    folders = _allowed_folders(name, tuple(allowed)) + package_folders(name, urdf_dir, boundary)
     if folders:
         return Path(folders[0])
     raise UnresolvedUri(_not_found(name, boundary, packages))
@@ -198,8 +213,8 @@ def _not_found(name: str, boundary: str, packages: dict[str, str]) -> str:
             f"(--package {name}=DIR, or a library entry's packages)")
 
 
-def resolve_package_uri(uri: str, urdf_dir: Path, packages: dict[str, str],
-                        tree_root: str | None = None) -> Resolution:
+def resolve_package_uri(uri: str, urdf_dir: Path, packages: dict[str, str], tree_root: str | None = None,
+                        allowed: tuple[str, ...] = ()) -> Resolution:
     """Where ``package://NAME/rest`` (or ``package:///a/b``) leads, by the rules of the module docstring.
     Raises UnresolvedUri when no rule gives a candidate."""
     text = uri.strip()[len("package://"):]
@@ -212,6 +227,8 @@ def resolve_package_uri(uri: str, urdf_dir: Path, packages: dict[str, str],
     if name in packages:
         candidates.append((os.path.abspath(os.path.join(packages[name], rest)), os.path.abspath(packages[name]),
                            "explicit"))
+    for folder in _allowed_folders(name, tuple(allowed)):
+        candidates.append((os.path.abspath(os.path.join(folder, rest)), folder, "explicit"))
     boundary = tree_boundary(str(urdf_dir), tree_root)
     for folder in package_folders(name, urdf_dir, boundary):
         candidates.append((os.path.abspath(os.path.join(folder, rest)), folder, "folder"))
@@ -231,7 +248,8 @@ def resolve_package_uri(uri: str, urdf_dir: Path, packages: dict[str, str],
     raise UnresolvedUri(_not_found(name, boundary, packages))
 
 
-def resolve_uri(uri: str, urdf_dir: Path, packages: dict[str, str], tree_root: str | None = None) -> Path:
+def resolve_uri(uri: str, urdf_dir: Path, packages: dict[str, str], tree_root: str | None = None,
+                allowed: tuple[str, ...] = ()) -> Path:
     """The local file ``uri`` names, as an absolute path (the file may not exist). Raises UnresolvedUri.
 
     ``package://`` → ``resolve_package_uri``; ``file:///abs`` → /abs; ``file://rel`` and plain relative
@@ -239,7 +257,7 @@ def resolve_uri(uri: str, urdf_dir: Path, packages: dict[str, str], tree_root: s
     """
     text = uri.strip()
     if text.startswith("package://"):
-        return resolve_package_uri(text, urdf_dir, packages, tree_root).path
+        return resolve_package_uri(text, urdf_dir, packages, tree_root, allowed).path
     if text.startswith(UNSUPPORTED_SCHEMES):
         raise UnresolvedUri(f"'{uri}' is not a local file (usdforge never downloads)")
     if text.startswith("file://"):

@@ -26,6 +26,7 @@ FILE_ELEMENTS = (
 
 
 def urdf_file_references(path: Path, root, packages: dict[str, str], tree_root: str | None = None,
+                         allowed: tuple[str, ...] = (),
                          ) -> tuple[list[Reference], list[Path], dict[str, Resolution]]:
     """(every file the parsed URDF ``root`` references, with the element naming it; the package folders
     its ``package://`` URIs resolve to; how each ``package://`` URI resolved, by URI). Files a mesh
@@ -45,11 +46,12 @@ def urdf_file_references(path: Path, root, packages: dict[str, str], tree_root: 
             seen.add((uri, element.tag))
             try:
                 if uri.startswith("package://"):
-                    resolution = resolutions[uri] = resolve_package_uri(uri, path.parent, packages, tree_root)
+                    resolution = resolutions[uri] = resolve_package_uri(uri, path.parent, packages, tree_root,
+                                                                        allowed)
                     file = resolution.path
                     package_roots.append(resolution.root)
                 else:
-                    file = resolve_uri(uri, path.parent, packages, tree_root)
+                    file = resolve_uri(uri, path.parent, packages, tree_root, allowed)
             except UnresolvedUri:
                 continue
             where = describe_element(element), element.sourceline
@@ -61,7 +63,8 @@ def urdf_file_references(path: Path, root, packages: dict[str, str], tree_root: 
 
 
 def urdf_references(path: str | Path, packages: dict[str, str], xacro_args: dict[str, str] | None = None,
-                    tree_root: str | None = None, xacro_env: dict[str, str] | None = None) -> list[Path]:
+                    tree_root: str | None = None, xacro_env: dict[str, str] | None = None,
+                    allowed: tuple[str, ...] = ()) -> list[Path]:
     """Every file the URDF at ``path`` references, recursively, in document order (duplicates removed).
 
     A URDF that cannot be parsed references nothing here (the conversion reports its error); a URI that
@@ -76,7 +79,8 @@ def urdf_references(path: str | Path, packages: dict[str, str], xacro_args: dict
     expanded = None
     if is_xacro(path):
         try:
-            expansion = expand_xacro(path, packages, xacro_args, tree_root=tree_root, env=xacro_env)
+            expansion = expand_xacro(path, packages, xacro_args, tree_root=tree_root, env=xacro_env,
+                                     allowed=allowed)
         except XacroError as exc:
             return [Path(f) for f in exc.files]
         found = [Path(f) for f in expansion.files]
@@ -86,7 +90,7 @@ def urdf_references(path: str | Path, packages: dict[str, str], xacro_args: dict
     except ConversionError:
         return found
     seen = set(found)  # membership by hash: a robot names hundreds of mesh files
-    for reference in urdf_file_references(path, root, packages, tree_root)[0]:
+    for reference in urdf_file_references(path, root, packages, tree_root, allowed)[0]:
         if reference.path not in seen:
             seen.add(reference.path)
             found.append(reference.path)

@@ -78,12 +78,14 @@ class UrdfSource:
     """One URDF file being read (see the module docstring)."""
 
     def __init__(self, path: Path, packages: dict[str, str], meshes: MeshLibrary, tree_root: str | None = None,
-                 missing_noted: bool = False):
+                 missing_noted: bool = False, allowed: tuple[str, ...] = ()):
         self.path = Path(path)
         self.folder = self.path.parent
         self.packages = packages
         #: The package search's bound (``rules.urdf.paths``).
         self.tree_root = tree_root
+        #: Allowed roots, which may also hold packages.
+        self.allowed = tuple(allowed)
         #: Missing files were already summed up in one warning (``allow_missing_files``): each is a note.
         self.missing_noted = missing_noted
         self.meshes = meshes
@@ -123,7 +125,7 @@ class UrdfSource:
             self.warn(f"{what} without a {attribute} ignored", element)
             return None
         try:
-            path = resolve_uri(uri, self.folder, self.packages, self.tree_root)
+            path = resolve_uri(uri, self.folder, self.packages, self.tree_root, self.allowed)
         except UnresolvedUri as exc:
             self.missing(f"{what} '{quote(uri)}' ignored: {exc}", element)
             return None

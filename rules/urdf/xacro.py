@@ -79,7 +79,8 @@ def _digest(path: str) -> str:
 
 
 def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args: dict[str, str] | None = None,
-                 *, tree_root: str | None = None, env: dict[str, str] | None = None, timeout_s: float = TIMEOUT_S,
+                 *, tree_root: str | None = None, env: dict[str, str] | None = None,
+                 allowed: tuple[str, ...] = (), timeout_s: float = TIMEOUT_S,
                  memory_bytes: int = MEMORY_BYTES) -> Expansion:
     """Expand the xacro at ``path`` with xacro arguments ``args`` (``name:=value`` on xacro's command
     line) and ROS packages ``packages`` (name → folder). Raises XacroError naming the file at fault, its
@@ -87,18 +88,18 @@ def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args:
 
     tree_root: the library manifest's folder (bounds ``$(find)`` by convention: ``rules.urdf.paths``).
     env: what ``$(optenv NAME default)`` sees for NAME (the cfg's ``xacro_env``); the process environment
-    is never read.
+    is never read. allowed: folders that may also hold packages (``allowed_roots``).
 
     The result is remembered in this process and reused while every file the expansion read has the same
     content (the expansion is a function of those files, the packages and the arguments)."""
     path = Path(path).absolute()
     key = (str(path), tuple(sorted((packages or {}).items())), tuple(sorted((args or {}).items())), tree_root,
-           tuple(sorted((env or {}).items())))
+           tuple(sorted((env or {}).items())), tuple(allowed))
     with _LOCK:
         cached = _CACHE.get(key)
     if cached is not None and all(_digest(f) == sha for f, sha in cached[0].items()):
         return cached[1]
-    expansion = _expand(path, packages, args, timeout_s, memory_bytes, tree_root, env)
+    expansion = _expand(path, packages, args, timeout_s, memory_bytes, tree_root, env, allowed)
     with _LOCK:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
@@ -107,9 +108,11 @@ def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args:
 
 
 def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | None, timeout_s: float,
-            memory_bytes: int, tree_root: str | None = None, env: dict[str, str] | None = None) -> Expansion:
+            memory_bytes: int, tree_root: str | None = None, env: dict[str, str] | None = None,
+            allowed: tuple[str, ...] = ()) -> Expansion:
     request = {"path": str(path), "packages": dict(packages or {}), "args": dict(args or {}),
-               "memory_bytes": memory_bytes, "tree_root": tree_root, "env": dict(env or {})}
+               "memory_bytes": memory_bytes, "tree_root": tree_root, "env": dict(env or {}),
+               "allowed": list(allowed)}
     # -P: neither this folder (its xacro.py) nor the working directory may shadow the xacro package.
     command = [sys.executable, "-P", str(Path(__file__).with_name("xacro_process.py"))]
     try:

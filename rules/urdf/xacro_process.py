@@ -141,13 +141,14 @@ class Session:
     """One expansion: the roots files may come from, the files opened and the warnings issued."""
 
     def __init__(self, source: Path, packages: dict[str, str], tree_root: str | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, allowed: list[str] | None = None):
         paths = _paths_module()
         find_package, UnresolvedUri = paths.find_package, paths.UnresolvedUri
 
         self.source = source
         self.packages = packages
         self.tree_root = tree_root
+        self.allowed = tuple(allowed or ())
         self.env = dict(env or {})
         #: ``env`` names ``$(optenv)`` read.
         self.env_read: set[str] = set()
@@ -164,7 +165,7 @@ class Session:
     def find(self, name: str) -> str:
         """``$(find name)``: the package's folder, which becomes a root files may be read from."""
         try:
-            folder = self._find_package(name, self.source.parent, self.packages, self.tree_root)
+            folder = self._find_package(name, self.source.parent, self.packages, self.tree_root, self.allowed)
         except self._unresolved as exc:
             raise Refused(str(exc)) from None
         real = os.path.realpath(folder)
@@ -361,7 +362,7 @@ def expand(request: dict[str, Any]) -> dict[str, Any]:
 
     source = Path(request["path"]).absolute()
     session = Session(source, dict(request.get("packages") or {}), request.get("tree_root"),
-                      request.get("env"))
+                      request.get("env"), request.get("allowed"))
     _install(session)
     captured = io.StringIO()
     stdout, stderr = sys.stdout, sys.stderr
