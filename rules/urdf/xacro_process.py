@@ -14,8 +14,9 @@ that runs doit or the user's program.
 What the child changes in ``xacro`` (2.1.1, pinned in pyproject.toml), and why:
 
 * ``$(find pkg)`` (and ``$(find-pkg-share pkg)``, ROS 2 launch's spelling) resolve through the request's
-  packages with ``rules.urdf.paths.find_package``, the function that resolves ``package://`` URIs, so
-  both agree; xacro itself would need ROS's ament index.
+  packages, allowed roots and tree bound with ``rules.urdf.paths.find_package``, the resolver of
+  ``package://`` URIs, so both agree and neither leaves the model's tree; xacro itself would need ROS's
+  ament index.
 * Every file xacro opens (the top-level file, includes, ``xacro.load_yaml``) goes through one guarded
   ``open`` placed in xacro's module namespace: read-only, a regular file, inside the xacro's folder or a
   package root (symbolic links resolved). Each path is recorded, missing ones too, and sent back with the
