@@ -21,6 +21,9 @@ from usdforge.pipeline.verify_tasks import report_tasks, thumbnail_tasks, verify
 Path("build").mkdir(exist_ok=True)
 _OPTIONS, _OPTIONS_ERROR = build_options(get_var("scheduler"), get_var("workers"), get_var("sources"),
                                          get_var("shard"))
+# `doit convert verbose=1` also prints notes (what was kept or ignored harmlessly; see pipeline.cli).
+if get_var("verbose") == "1":
+    os.environ["USDFORGE_VERBOSE"] = "1"
 # No task renders: MuJoCo need not load its OpenGL context (GLFW) in each worker (see pipeline.cli).
 os.environ.setdefault("MUJOCO_GL", "disable")
 

@@ -10,8 +10,9 @@ is written into a fresh folder beside links to the seed's own files (meshes, tex
 worker that overruns is killed and counted as a hang; one that dies is a crash).
 
 Each result is one of: converted (and its USD holds no nan/inf), clean error (exit 1, one line
-``usdforge: error: ...`` on stderr, no traceback, nothing written), crash (anything else: a traceback, an
-exit status other than 0/1, several error lines, a dead worker, or output left behind by a failed
+``usdforge: error: ...`` on stderr per problem - one per missing file of a model -, nothing else, no
+traceback, nothing written), crash (anything else: a traceback, an exit status other than 0/1, other
+lines beside the errors, a dead worker, or output left behind by a failed
 conversion), hang, or non-finite output. Prints the counts and one reproducer line per problem; exits 1
 when there is any crash, hang or non-finite output.
 """
@@ -236,7 +237,8 @@ def classify(answer: dict | str, out: Path) -> tuple[str, str]:
         if answer["nonfinite"]:
             return "nonfinite", answer["nonfinite"][:300]
         return "converted", ""
-    if answer["status"] == 1 and len(errors) == 1 and len(lines) == 1:
+    # One line per problem: a model missing several files gets one located line for each.
+    if answer["status"] == 1 and errors and len(lines) == len(errors):
         if out.exists():
             return "crash", f"output left behind by a failed conversion: {errors[0][:200]}"
         return "clean", errors[0]

@@ -65,6 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--kind", choices=("mesh", "urdf", "mjcf"), help="override the kind guessed from IN")
     convert.add_argument("--force", action="store_true", help="convert even when the output is up to date")
     convert.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no warnings)")
+    convert.add_argument("-v", "--verbose", action="store_true",
+                         help="also print notes: what was kept or ignored without changing the simulation or "
+                              "the picture (<transmission>, <gazebo>, custom data; how each ROS package resolved)")
+    convert.add_argument("--allow-missing", action="store_true",
+                         help="convert a URDF whose mesh or texture files are missing without them (one warning "
+                              "with the count); by default a missing file fails the conversion")
+    convert.add_argument("--xacro-env", metavar="NAME=VALUE", type=_xacro_arg, action="append", default=[],
+                         help="what $(optenv NAME) gives in a xacro IN (the process environment is never read; "
+                              "repeatable)")
     convert.add_argument("--cache", metavar="DIR", help="build cache folder (default: $USDFORGE_CACHE, else "
                                                         "build/cache in the working directory)")
     convert.add_argument("--no-cache", action="store_true", help="neither restore from nor store into the cache")
@@ -189,6 +198,14 @@ def convert_command(args: argparse.Namespace) -> str:
         if kind != "urdf":
             raise ConfigError(f"--xacro-arg: only xacro input takes xacro arguments, {args.input} is {kind}")
         table["xacro_args"] = {**table.get("xacro_args", {}), **dict(args.xacro_arg)}
+    if args.xacro_env:
+        if kind != "urdf":
+            raise ConfigError(f"--xacro-env: only xacro input takes xacro settings, {args.input} is {kind}")
+        table["xacro_env"] = {**table.get("xacro_env", {}), **dict(args.xacro_env)}
+    if args.allow_missing:
+        if kind != "urdf":
+            raise ConfigError(f"--allow-missing: only URDF input reads it, {args.input} is {kind}")
+        table["allow_missing_files"] = True
     if args.allow_root:
         table["allowed_roots"] = [*table.get("allowed_roots", []), *(str(Path(d).absolute()) for d in args.allow_root)]
     try:
@@ -199,10 +216,29 @@ def convert_command(args: argparse.Namespace) -> str:
     return converter.usd_path
 
 
+#: Environment variable: "1" shows conversion notes on the terminal (``-v``; ``doit convert verbose=1``).
+#: Only what is printed depends on it, never what is converted.
+VERBOSE_ENV = "USDFORGE_VERBOSE"
+
+
+def terminal_line(message: object) -> str | None:
+    """The terminal line of a warning message: ``usdforge: warning: <message>``, or for a note
+    (``rules.conversion_warnings.ConversionNote``) ``usdforge: note: <message>`` with ``-v`` and None
+    without."""
+    from usdforge.rules.conversion_warnings import is_note
+
+    if is_note(message):
+        return f"usdforge: note: {message}" if os.environ.get(VERBOSE_ENV) == "1" else None
+    return f"usdforge: warning: {message}"
+
+
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """``warnings.showwarning`` for users: ``usdforge: warning: <message>`` on stderr, one line (a conversion
-    warning already names its file, line and element; Python's form would add our source line)."""
-    print(f"usdforge: warning: {message}", file=sys.stderr)
+    warning already names its file, line and element; Python's form would add our source line). Notes
+    only with ``-v`` (``terminal_line``)."""
+    text = terminal_line(message)
+    if text is not None:
+        print(text, file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -212,6 +248,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a fifth of a second of every MJCF conversion. A MUJOCO_GL the user set is kept.
     os.environ.setdefault("MUJOCO_GL", "disable")
     quiet = getattr(args, "quiet", False)
+    verbose_before = os.environ.get(VERBOSE_ENV)
+    if getattr(args, "verbose", False):
+        os.environ[VERBOSE_ENV] = "1"
+    try:
+        return _run(args, quiet)
+    finally:
+        if verbose_before is None:
+            os.environ.pop(VERBOSE_ENV, None)
+        else:
+            os.environ[VERBOSE_ENV] = verbose_before
+
+
+def _run(args: argparse.Namespace, quiet: bool) -> int:
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="usdforge: %(message)s")
     warnings.simplefilter("ignore" if quiet else "default")
     warnings.showwarning = show_warning
@@ -219,9 +268,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         output = command(args)
     except (ConfigError, ConversionError, ValueError, OSError) as exc:
-        # One line, whatever the message quotes (a parser's multi-line message, a long value).
-        print("usdforge: error: " + " ".join(part.strip() for part in str(exc).splitlines() if part.strip()),
-              file=sys.stderr)
+        # One line, whatever the message quotes (a parser's multi-line message, a long value); one line per
+        # problem where the error holds several (each missing file of a model).
+        for text in getattr(exc, "lines", None) or [str(exc)]:
+            print("usdforge: error: " + " ".join(part.strip() for part in str(text).splitlines() if part.strip()),
+                  file=sys.stderr)
         return 1
     if not getattr(args, "quiet", False):
         print(output)

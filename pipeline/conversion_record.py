@@ -1,5 +1,6 @@
-"""``<stem>.convert.json`` beside a conversion's output: how long the last real conversion took (s) and
-the warnings it issued, for ``doit report``. Written by the ``convert`` task; not one of its targets."""
+"""``<stem>.convert.json`` beside a conversion's output: how long the last real conversion took (s), the
+warnings it issued and its notes (``rules.conversion_warnings``: what was kept or ignored harmlessly, how
+each ROS package resolved), for ``doit report``. Written by the ``convert`` task; not one of its targets."""
 
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ def _mtime(path: Path) -> int | None:
 
 @attrs.define
 class Recording:
-    """What ``recording`` saw: wall time (s), warning messages, and when it started (ns)."""
+    """What ``recording`` saw: wall time (s), warning and note messages, and when it started (ns)."""
 
     seconds: float = 0.0
     messages: list[str] = attrs.field(factory=list)
+    notes: list[str] = attrs.field(factory=list)
     started_ns: int = attrs.field(factory=time.time_ns)
 
     def save(self, usd_dir: str | Path, usd_file_name: str, key_path: Path) -> None:
@@ -44,8 +46,8 @@ class Recording:
         if record.is_file() and key_mtime is not None and key_mtime < self.started_ns:
             remove_stale_writes(record)  # a build killed while rewriting it
             return
-        write_text_atomically(record, json.dumps({"seconds": round(self.seconds, 3), "warnings": self.messages},
-                                                 indent=1) + "\n")
+        write_text_atomically(record, json.dumps({"seconds": round(self.seconds, 3), "warnings": self.messages,
+                                                  "notes": self.notes}, indent=1) + "\n")
 
 
 @contextlib.contextmanager
@@ -60,6 +62,9 @@ def recording() -> Iterator[Recording]:
             yield result
     finally:
         result.seconds = time.perf_counter() - started
-        result.messages = [str(w.message) for w in caught]
+        from usdforge.rules.conversion_warnings import is_note
+
+        result.messages = [str(w.message) for w in caught if not is_note(w.message)]
+        result.notes = [str(w.message) for w in caught if is_note(w.message)]
         for warning in caught:  # also when the block failed
             warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)

@@ -26,8 +26,8 @@ from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_
 from usdforge.pipeline.lazy import LazyKey, file_stamp, key_to_toml, read_key, settled, stale_reasons
 from usdforge.pipeline.references import referenced_files
 from usdforge.rules.outputs import key_file_name, meshes_layer, resolve_usd_file_name
-from usdforge.schemas import __version__, cfg_to_dict
-from usdforge.schemas.digest import DIGEST_EXCLUDED_FIELDS
+from usdforge.schemas import __version__
+from usdforge.schemas.digest import digest_settings
 
 log = logging.getLogger("usdforge")
 
@@ -119,7 +119,10 @@ class AssetConverterBase:
     def _build(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:
         """Restore the outputs from the cache, or convert (and store them), into usd_dir atomically."""
         asset = Path(self.cfg.asset_path)
-        references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None))
+        references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None),
+                                      tree_root=getattr(self.cfg, "tree_root", None),
+                                      xacro_env=getattr(self.cfg, "xacro_env", None),
+                                      allowed_roots=getattr(self.cfg, "allowed_roots", ()))
         paths = reference_names(references, asset.parent, self._packages)
         self._hash_ahead([asset, *paths.values()])
         named = {name: self._file_digest(path) for name, path in paths.items()}
@@ -134,13 +137,13 @@ class AssetConverterBase:
                       "config_digest": self._digest, "cache_key": key}
 
         def restore(staging: Path) -> list[Path]:
-            from usdforge.rules.conversion_warnings import warn
+            from usdforge.rules.conversion_warnings import note, warn
 
             written = []
             for item in cached.meta.get("warnings", []) if isinstance(cached.meta, dict) else []:
-                # The conversion's warnings, as it gave them, naming the files where they are now.
-                warn(os.path.normpath(asset.parent / item["file"]), item["problem"], item.get("element"),
-                     item.get("line"))
+                # The conversion's warnings and notes, as it gave them, naming the files where they are now.
+                (note if item.get("note") else warn)(os.path.normpath(asset.parent / item["file"]), item["problem"],
+                                                     item.get("element"), item.get("line"))
             # Every folder once, parents first (mkdir with parents=True tries the child first: 3 calls for 2).
             folders = {parent for name in cached.files for parent in PurePosixPath(name).parents} - {PurePosixPath()}
             for folder in sorted(folders, key=lambda f: len(f.parts)):
@@ -155,7 +158,7 @@ class AssetConverterBase:
         def convert(staging: Path) -> list[Path]:
             from usdforge.pipeline.kinds import rule
             from usdforge.pipeline.provenance import stamp_provenance
-            from usdforge.rules.conversion_warnings import recording
+            from usdforge.rules.conversion_warnings import is_note, recording
             from usdforge.rules.robot.meshes import mesh_cache
 
             with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned:
@@ -164,7 +167,8 @@ class AssetConverterBase:
             if store is not None:
                 files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
-                                      "element": w.element, "line": w.line} for w in warned]}
+                                      "element": w.element, "line": w.line, **({"note": True} if is_note(w) else {})}
+                                     for w in warned]}
                 outputs.update(store.put_entry(key, files, meta) or {})
             return written
 
@@ -244,7 +248,7 @@ class AssetConverterBase:
 
     def _readable_cfg(self) -> dict[str, Any]:
         """The cfg for the sidecar: no location fields, package folders relative to the output folder."""
-        data = {k: v for k, v in cfg_to_dict(self.cfg).items() if k not in DIGEST_EXCLUDED_FIELDS}
+        data = digest_settings(self.cfg)
         if data.get("ros_package_paths"):
             data["ros_package_paths"] = [{"name": item["name"], "path": Path(os.path.relpath(item["path"],
                                           self._usd_dir)).as_posix()} for item in data["ros_package_paths"]]

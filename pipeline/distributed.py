@@ -326,7 +326,9 @@ def task_sources(kind: str, cfg: Any, ship: bool) -> tuple[dict[str, bytes] | No
     from usdforge.pipeline.fingerprint import digests
     from usdforge.pipeline.references import referenced_files
 
-    references = referenced_files(kind, cfg.asset_path, packages_of(cfg), getattr(cfg, "xacro_args", None))
+    references = referenced_files(kind, cfg.asset_path, packages_of(cfg), getattr(cfg, "xacro_args", None),
+                                  tree_root=getattr(cfg, "tree_root", None), xacro_env=getattr(cfg, "xacro_env", None),
+                                  allowed_roots=getattr(cfg, "allowed_roots", ()))
     sources = [cfg.asset_path, *(p for p in references if os.path.isfile(p))]
     return ({path: Path(path).read_bytes() for path in sources} if ship else None), digests(sources)
 
@@ -344,8 +346,12 @@ def _on_doit_side(kind: str, cfg_json: str, store: Any, root: str, seconds: floa
 
     from usdforge.pipeline.tasks import _run_conversion
 
+    from usdforge.pipeline.cli import terminal_line
+
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        _say(f"usdforge: warning: {message}")
+        text = terminal_line(message)
+        if text is not None:
+            _say(text)
 
     with _doit_side, warnings.catch_warnings():
         warnings.simplefilter("default")
@@ -407,7 +413,7 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None, exp
     from usdforge.pipeline.converters import converter_for
     from usdforge.pipeline.fingerprint import file_digest
     from usdforge.pipeline.kinds import cfg_class
-    from usdforge.rules.conversion_warnings import ConversionWarning
+    from usdforge.rules.conversion_warnings import ConversionNote, ConversionWarning
     from usdforge.rules.errors import ConversionError
     from usdforge.schemas import ConfigError, cfg_from_json
 
@@ -466,7 +472,7 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None, exp
             except (ConfigError, ConversionError, ValueError) as exc:
                 return {"error": unroot(str(exc)), "worker": worker}
         for other in caught:  # not a conversion's (those travel in the artifact): as the worker would show it
-            if not issubclass(other.category, ConversionWarning):
+            if not issubclass(other.category, (ConversionWarning, ConversionNote)):
                 warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
         key = converter.cache_key
         if key not in store.captured:

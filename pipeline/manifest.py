@@ -170,6 +170,8 @@ def entry_cfg(library: Library, entry: LibraryEntry, index: int, build_dir: Path
             raise ConfigError(f"{manifest}: assets[{index}].xacro_args: only xacro sources (URDF kind) take xacro "
                               "arguments")
         table["xacro_args"] = {**table.get("xacro_args", {}), **entry.xacro_args}
+    if kind == "urdf":  # the manifest's folder bounds the search for packages by convention
+        table.setdefault("tree_root", str(Path(library.root).absolute()))
     try:
         return structure_cfg(table, cfg_class(kind), f"assets[{index}].cfg")
     except ConfigError as exc:

@@ -13,7 +13,8 @@ from usdforge.pipeline.fingerprint import normalise
 
 
 def referenced_files(kind: str, source: str | Path, packages: dict[str, str] | None = None,
-                     xacro_args: dict[str, str] | None = None) -> list[str]:
+                     xacro_args: dict[str, str] | None = None, *, tree_root: str | None = None,
+                     xacro_env: dict[str, str] | None = None, allowed_roots: tuple[str, ...] = ()) -> list[str]:
     """Normalised paths of every file ``source`` references, recursively, without the source.
 
     Missing files are included (creating one later must count as a change); callers that need existing
@@ -21,6 +22,8 @@ def referenced_files(kind: str, source: str | Path, packages: dict[str, str] | N
 
     packages: ROS package name → folder, for URDF ``package://`` URIs and xacro's ``$(find)``.
     xacro_args: arguments of a xacro source (its expansion decides which files it reads).
+    tree_root, xacro_env, allowed_roots: a URDF cfg's fields of those names (the package search's bound,
+    ``$(optenv)``, folders that may also hold packages).
     """
     source = Path(source)
     if kind == "mesh":
@@ -30,7 +33,7 @@ def referenced_files(kind: str, source: str | Path, packages: dict[str, str] | N
     elif kind == "urdf":
         from usdforge.rules.urdf.references import urdf_references
 
-        found = urdf_references(source, packages or {}, xacro_args)
+        found = urdf_references(source, packages or {}, xacro_args, tree_root, xacro_env, tuple(allowed_roots))
     elif kind == "mjcf":
         from usdforge.rules.mjcf.references import mjcf_references
 

@@ -64,7 +64,8 @@ def run_verify(name: str, kind: str, source: str, usd_path: str, cfg_json: str, 
     except (OSError, ValueError):
         conversion = {}  # converted before conversions were recorded
     result = {"name": name, **result, "conversion": {"seconds": conversion.get("seconds"),
-                                                      "warnings": conversion.get("warnings", [])}}
+                                                      "warnings": conversion.get("warnings", []),
+                                                      "notes": conversion.get("notes", [])}}
     write_text_atomically(Path(result_path), json.dumps(result, indent=1, sort_keys=True) + "\n")
     lines = failure_lines(name, result)
     if lines:

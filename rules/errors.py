@@ -33,3 +33,17 @@ class Located:
 
 class ConversionError(Located, Exception):
     """Bad input that stops a conversion (see ``Located`` for what it carries)."""
+
+
+class MissingFiles(ConversionError):
+    """Files a model references that are not there (or name a ROS package that cannot be found): the
+    conversion stops before writing anything. ``lines``: one located line per missing file, in the model's
+    order; ``str()`` holds them all, one per line. The first is the error's own file, line and element."""
+
+    def __init__(self, missing: list[tuple[str | Path, str, str | None, int | None]]):
+        super().__init__(*missing[0])
+        self.lines = [located_message(*item) for item in missing]
+        self.args = ("\n".join(self.lines),)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)

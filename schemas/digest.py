@@ -11,8 +11,21 @@ from usdforge.schemas.converter_cfgs import LOCATION_FIELDS
 from usdforge.schemas.serialization import cfg_to_dict
 
 #: Fields left out of the digest: where the asset is and goes, and the force flag (an action, not a setting).
-#: allowed_roots permits reading files; it never changes what a successful conversion writes.
-DIGEST_EXCLUDED_FIELDS = (*LOCATION_FIELDS, "force_usd_conversion", "allowed_roots")
+#: allowed_roots permits reading files (and finding ROS packages there): it changes what a conversion writes
+#: only through which files it references, which the cache key and the lazy check hash by name and content.
+#: tree_root (the manifest's folder) is a location, like allowed_roots.
+DIGEST_EXCLUDED_FIELDS = (*LOCATION_FIELDS, "force_usd_conversion", "allowed_roots", "tree_root")
+#: Fields left out while they hold their default (added after digests were published): a cfg that does
+#: not set them keeps the digest, and so the cache entries and provenance, it had before they existed.
+DIGEST_OMITTED_AT_DEFAULT = {"xacro_env": {}, "allow_missing_files": False}
+
+
+def digest_settings(cfg: Any) -> dict[str, Any]:
+    """The cfg fields that decide the output (``DIGEST_EXCLUDED_FIELDS`` and defaults of
+    ``DIGEST_OMITTED_AT_DEFAULT`` left out), as plain data."""
+    return {k: v for k, v in cfg_to_dict(cfg).items()
+            if k not in DIGEST_EXCLUDED_FIELDS and not (k in DIGEST_OMITTED_AT_DEFAULT
+                                                        and v == DIGEST_OMITTED_AT_DEFAULT[k])}
 
 
 def config_digest(cfg: Any, kind: str | None = None) -> str:
@@ -22,7 +35,7 @@ def config_digest(cfg: Any, kind: str | None = None) -> str:
     kind: the conversion rule ("mesh", "urdf", "mjcf"); defaults to the cfg's class name.
     Stable across processes and machines: sorted keys, no whitespace, floats in Python's repr.
     """
-    settings = {k: v for k, v in cfg_to_dict(cfg).items() if k not in DIGEST_EXCLUDED_FIELDS}
+    settings = digest_settings(cfg)
     if settings.get("ros_package_paths"):
         # A package's folder is a location: what matters is the content found there (the lazy check and
         # the cache key hash every referenced file), so a moved checkout keeps its digest.

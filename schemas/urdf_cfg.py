@@ -246,8 +246,10 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
     merge_mesh: bool. Merge each link's visual meshes into one mesh per material. Default False.
     ros_package_paths: list of ``{name, path}`` tables: ROS package folders for ``package://NAME/...``
         (and a xacro's ``$(find NAME)``).
-        Default empty: a package NAME is then looked for as a folder named NAME in the URDF's folder and
-        its ancestors. The pipeline fills it from a library entry's ``packages`` and ``--package``.
+        Default empty: a package NAME is then looked for inside the model's own tree only (a folder named
+        NAME, or declaring NAME in its ``package.xml``, or the ancestor holding the named file: the rules
+        and the boundary are in ``rules.urdf.paths``). The pipeline fills it from a library entry's
+        ``packages`` and ``--package``.
     xacro_args: dict of str → str: arguments of a xacro source (``asset_path`` ending in ``.xacro``), as
         ``name:=value`` on xacro's command line: ``{"ur_type": "ur5e", "name": "ur5e"}``. Default empty:
         every ``<xacro:arg>`` takes its default. A xacro is expanded before reading (``rules.urdf.xacro``);
@@ -255,6 +257,18 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
         when edited, and the arguments are recorded with the cfg in the output's ``<name>.usdforge.toml``.
         Not an Isaac Lab field (its importer takes URDF only). Giving arguments for a non-xacro asset is
         an error.
+    xacro_env: dict of str → str: what ``$(optenv NAME default)`` gives for NAME in a xacro source
+        (``{"JACKAL_FRONT_ACCESSORY_FENDER": "1"}``). Default empty: every ``$(optenv)`` gives its default,
+        with a warning. The process environment is never read; the values are part of the cfg (and of
+        the cache key), so a build stays reproducible. A value the expansion never reads is a warning.
+    allow_missing_files: bool. Convert a robot whose mesh or texture files are missing (or name a ROS
+        package that cannot be found) without them, with one warning giving the count. Default False: a
+        missing file fails the conversion (one located line per file) and nothing is written - a missing
+        collision mesh changes the physics, a missing visual mesh the picture.
+    tree_root: folder or None. The library manifest's folder (the pipeline sets it): it bounds the search
+        for a ROS package not given in ``ros_package_paths`` when it encloses the asset
+        (``rules.urdf.paths``). Default None: the nearest enclosing folder holding ``.git`` or a ROS
+        workspace's ``src/`` bounds it. A location: not part of the config digest.
     robot_type: One of Isaac Sim's robot types (Default, End Effector, Manipulator, Humanoid, Wheeled,
         Holonomic, Quadruped, Mobile Manipulators, Aerial), written as ``isaac:robotType`` with
         ``IsaacRobotAPI`` on the root prim. Default "Default".
@@ -281,6 +295,9 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
     merge_mesh: bool = attrs.field(default=False, validator=bool_value)
     ros_package_paths: list[dict[str, str]] = attrs.field(factory=list, validator=_package_paths)
     xacro_args: dict[str, str] = attrs.field(factory=dict, validator=_xacro_args)
+    xacro_env: dict[str, str] = attrs.field(factory=dict, validator=_xacro_args)
+    allow_missing_files: bool = attrs.field(default=False, validator=bool_value)
+    tree_root: str | None = None
     robot_type: str = attrs.field(default="Default", validator=_one_of(ROBOT_TYPES))
     run_asset_transformer: bool = attrs.field(default=True, validator=bool_value)
 

@@ -458,7 +458,7 @@ def test_sites_cameras_lights_sensors_and_the_warning():
     assert any(p.HasAPI(UsdLux.LightAPI) for p in stage.Traverse())
     sensors = [p for p in stage.Traverse() if p.HasAttribute("mjcf:type")]
     assert len(sensors) == compiled(cassie).nsensor
-    assert any("will not simulate" in w and "20 sensor(s)" in w for w in result.warnings)
+    assert any("kept as MuJoCo data" in w and "20 sensor(s)" in w for w in result.warnings)
 
 
 def test_fix_base_and_link_density(tmp_path):

@@ -230,17 +230,20 @@ def test_materials_colours_and_textures():
     assert colours
 
 
-def test_ros_packages_need_their_folders():
+def test_ros_packages_resolve_by_their_folders_or_by_walking_up():
+    """ros_packages.urdf names test_package/assets/box.stl: no folder of that name, but the model's own
+    folder holds assets/box.stl (urdf-usd-converter's rule; rules.urdf.paths)."""
     path = CONFORMANCE / "ros_packages.urdf"
     without = convert_urdf(path, {})
-    assert any("ROS package 'test_package' not found" in w for w in without.warnings)
+    assert any("package 'test_package' resolved to" in w for w in without.warnings)
+    assert mesh_prims(open_stage(without.usd))
     with_packages = convert_urdf(path, conformance_packages(path))
     stage = open_stage(with_packages.usd)
     assert mesh_prims(stage)
 
 
 def test_file_uris_relative_and_absolute():
-    result = converted("external_reference_file.urdf")
+    result = converted("external_reference_file.urdf", allow_missing_files=True)
     stage = open_stage(result.usd)
     assert mesh_prims(stage), "file://assets/box.obj is relative to the URDF"
     assert any("/home/user/urdf/assets/grid.png" in w and "not found" in w for w in result.warnings)

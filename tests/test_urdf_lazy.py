@@ -14,6 +14,7 @@ import trimesh
 from usdforge.pipeline import UrdfConverter
 from usdforge.pipeline.cli import main
 from usdforge.pipeline.references import referenced_files
+from usdforge.rules.errors import ConversionError
 from usdforge.rules.urdf.references import urdf_references
 from usdforge.schemas import UrdfConverterCfg
 from test_urdf_support import CONFORMANCE
@@ -101,11 +102,13 @@ def test_creating_a_missing_mesh_reconverts(arm, tmp_path):
     finger = arm / "meshes" / "finger.stl"
     data = finger.read_bytes()
     finger.unlink()
+    with pytest.raises(ConversionError, match="finger.stl not found"):  # by default a missing file fails
+        build(urdf, out)
     with pytest.warns(UserWarning, match="finger.stl"):
-        UrdfConverter(UrdfConverterCfg(asset_path=str(urdf), usd_dir=str(out)))
-    assert not build(urdf, out).converted
+        UrdfConverter(UrdfConverterCfg(asset_path=str(urdf), usd_dir=str(out), allow_missing_files=True))
+    assert not build(urdf, out, allow_missing_files=True).converted
     finger.write_bytes(data)
-    assert build(urdf, out).converted
+    assert build(urdf, out, allow_missing_files=True).converted
 
 
 def test_command_line_converts_with_packages_and_is_lazy(arm, tmp_path, capsys):

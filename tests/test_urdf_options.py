@@ -65,7 +65,7 @@ def test_fix_base_fixes_the_root_body_to_the_world():
     root = fixed[0].GetBody1Rel().GetTargets()[0]
     assert stage.GetPrimAtPath(root).HasAPI(UsdPhysics.ArticulationRootAPI)
     assert physics_validation_errors(result.usd) == []
-    assert verify_urdf(corpus_urdf(ENTRIES["panda"]), result.usd).ok
+    assert verify_urdf(corpus_urdf(ENTRIES["panda"]), result.usd, corpus_packages(ENTRIES["panda"])).ok
 
 
 def test_root_link_name_moves_the_articulation_root_and_the_fixed_joint():
@@ -99,7 +99,7 @@ def test_merge_fixed_joints_off_keeps_every_massive_link_a_body():
     assert prims_by_source_name(stage)["panda_hand"].HasAPI(UsdPhysics.RigidBodyAPI)
     assert UsdPhysics.FixedJoint(joints(stage)["panda_hand_joint"])
     assert physics_validation_errors(result.usd) == []
-    assert verify_urdf(corpus_urdf(ENTRIES["panda"]), result.usd).ok
+    assert verify_urdf(corpus_urdf(ENTRIES["panda"]), result.usd, corpus_packages(ENTRIES["panda"])).ok
 
 
 def test_merged_inertia_is_the_parallel_axis_sum():
@@ -168,10 +168,16 @@ def test_no_joint_drive_keeps_only_the_effort_limit():
     assert not api.GetStiffnessAttr().HasAuthoredValue() and not api.GetTypeAttr().HasAuthoredValue()
 
 
+def _package_paths(entry) -> list[dict[str, str]]:
+    """The corpus copy has no package.xml or .git: its packages are given, as its MANIFEST says."""
+    return [{"name": name, "path": path} for name, path in corpus_packages(entry).items()]
+
+
 def test_natural_frequency_gains_use_the_joint_space_inertia():
     cfg = Drive(gains=NF(natural_frequency={"panda_joint.*": 20.0}, damping_ratio=1.0))
     stage = open_stage(corpus("panda", joint_drive=cfg).usd)
-    robot = robot_from_urdf(UrdfConverterCfg(asset_path=str(corpus_urdf(ENTRIES["panda"]))))
+    robot = robot_from_urdf(UrdfConverterCfg(asset_path=str(corpus_urdf(ENTRIES["panda"])),
+                                             ros_package_paths=_package_paths(ENTRIES["panda"])))
     inertia = joint_space_inertia(robot)["panda_joint2"]
     api = drive(stage, "panda_joint2")
     assert api.GetStiffnessAttr().Get() == pytest.approx(inertia * 400.0 * math.pi / 180, rel=1e-5)
@@ -188,7 +194,8 @@ def test_joint_space_inertia_equals_mujocos_mass_matrix_diagonal(tmp_path):
     resolved.write_text(urdf.read_text().replace("package://example-robot-data/",
                                                  corpus_packages(entry)["example-robot-data"] + "/"))
     expected = mujoco_joint_space_inertia(mujoco.MjModel.from_xml_path(str(resolved)))
-    ours = joint_space_inertia(robot_from_urdf(UrdfConverterCfg(asset_path=str(urdf))))
+    ours = joint_space_inertia(robot_from_urdf(UrdfConverterCfg(asset_path=str(urdf),
+                                                                ros_package_paths=_package_paths(entry))))
     assert set(expected) == set(ours)
     for name, value in expected.items():
         assert ours[name] == pytest.approx(value, rel=1e-9), name

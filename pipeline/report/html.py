@@ -167,6 +167,7 @@ def _asset_page(row: dict[str, Any]) -> str:
                      f"{_num(b['mass'])}</td><td>{', '.join(_num(v, 3) for v in b['center_of_mass'])}</td><td>"
                      f"{', '.join(_num(v, 3) for v in b['inertia'])}</td></tr>" for b in facts["body_table"])
     warnings = "".join(f"<li>{escape(w)}</li>" for w in warnings_of(result))
+    notes = "".join(f"<li>{escape(n)}</li>" for n in (result.get("conversion") or {}).get("notes") or [])
     seconds = (result.get("conversion") or {}).get("seconds")
     body = (f"<p><a href=\"../index.html\">← library</a></p><h1>{name} <span class=\"badge {result['status']}\">"
             f"{result['status']}</span></h1><p>{escape(result['source'])} → <code>{escape(result['usd_path'])}</code>"
@@ -176,6 +177,8 @@ def _asset_page(row: dict[str, Any]) -> str:
             f"<div class=\"views\">{images}</div><h2>Verification</h2><table><thead><tr><th>check</th><th>result</th>"
             f"<th>detail</th><th>s</th></tr></thead><tbody>{''.join(checks)}</tbody></table>"
             f"<h2>Warnings</h2>{'<ul>' + warnings + '</ul>' if warnings else '<p>none</p>'}"
+            f"<h2>Notes</h2><p>Kept or ignored without changing the simulation or the picture.</p>"
+            f"{'<ul>' + notes + '</ul>' if notes else '<p>none</p>'}"
             f"<h2>Joints</h2><p>Angular limits in degrees, angular gains per degree (USD units).</p><table><thead><tr>"
             f"<th>joint</th><th>type</th><th>bodies</th><th>lower</th><th>upper</th><th>unit</th><th>stiffness</th>"
             f"<th>damping</th><th>max force</th></tr></thead><tbody>{''.join(joints)}</tbody></table>"

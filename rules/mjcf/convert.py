@@ -17,7 +17,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from usdforge.rules.conversion_warnings import warn
+from usdforge.rules.conversion_warnings import note, warn
 from usdforge.rules.usd.finite import names_the_asset
 from usdforge.rules.mjcf.actuators import TRN_JOINT, apply_drives, author_actuators
 from usdforge.rules.mjcf.bodies import read_bodies
@@ -60,14 +60,17 @@ def apply_link_density(loaded: LoadedModel, density: float) -> LoadedModel:
     return repaired
 
 
-def unseen_by_engines(model: mujoco.MjModel) -> list[str]:
-    """What the USD keeps in MuJoCo's own terms only: no UsdPhysics engine simulates these."""
+def unseen_by_engines(model: mujoco.MjModel) -> tuple[list[str], list[str]]:
+    """What the USD keeps in MuJoCo's own terms only: (what changes the dynamics, which engines reading
+    UsdPhysics will not simulate: tendons, actuators not on a joint; what does not: sensors, keyframes,
+    cameras, lights)."""
     parts = []
     if model.ntendon:
         parts.append(f"{model.ntendon} tendon(s)")
     indirect = sum(1 for a in range(model.nu) if int(model.actuator_trntype[a]) != TRN_JOINT)
     if indirect:
         parts.append(f"{indirect} actuator(s) acting through tendons, sites or bodies")
+    dynamics, parts = parts, []
     if model.nsensor:
         parts.append(f"{model.nsensor} sensor(s)")
     if model.nkey:
@@ -76,7 +79,7 @@ def unseen_by_engines(model: mujoco.MjModel) -> list[str]:
         parts.append(f"{model.ncam} camera(s)")
     if model.nlight:
         parts.append(f"{model.nlight} light(s)")
-    return parts
+    return dynamics, parts
 
 
 @names_the_asset
@@ -116,8 +119,11 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
                               author_extra=author_mujoco)
     for message in messages:
         warn(asset, message)
-    unseen = unseen_by_engines(model)
-    if unseen:
-        warn(asset, "kept as MuJoCo data (mjc:/mjcf: attributes, cameras and lights as USD prims) that physics "
-                    "engines reading UsdPhysics will not simulate: " + ", ".join(unseen))
+    dynamics, kept = unseen_by_engines(model)
+    if dynamics:
+        warn(asset, "kept as MuJoCo data (mjc:/mjcf: attributes) that physics engines reading UsdPhysics will "
+                    "not simulate: " + ", ".join(dynamics))
+    if kept:  # a note (rules.conversion_warnings): no effect on the dynamics
+        note(asset, "kept as MuJoCo data (mjcf: attributes, cameras and lights as USD prims), no effect on the "
+                    "dynamics: " + ", ".join(kept))
     return written

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from usdforge.rules.conversion_warnings import warn
-from usdforge.rules.errors import ConversionError
+from usdforge.rules.conversion_warnings import note, warn
+from usdforge.rules.errors import ConversionError, MissingFiles
 from usdforge.rules.usd.finite import names_the_asset
-from usdforge.rules.files import check_references, model_roots
+from usdforge.rules.files import check_references, describe_element, model_roots, quote
 from usdforge.rules.outputs import resolve_usd_file_name
 from usdforge.rules.robot.inertia import balance_inertia, resolve_massless
 from usdforge.rules.robot.meshes import MeshLibrary
@@ -27,7 +27,8 @@ from usdforge.rules.robot.model import Geometry, Link, Robot, Shape
 from usdforge.rules.robot.writer import RobotUsdOptions, write_robot
 from usdforge.rules.urdf.drives import apply_joint_drives
 from usdforge.rules.urdf.read import read_urdf
-from usdforge.rules.urdf.references import urdf_file_references
+from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
+from usdforge.rules.urdf.references import FILE_ELEMENTS, urdf_file_references
 from usdforge.rules.urdf.xml import load_urdf_xml
 from usdforge.rules.urdf.xacro import expand_xacro, is_xacro
 from usdforge.schemas.urdf_cfg import UrdfConverterCfg
@@ -46,9 +47,14 @@ def expanded_xacro(cfg: UrdfConverterCfg) -> bytes | None:
     """The URDF ``cfg.asset_path`` expands to when it is a xacro (``rules.urdf.xacro``), else None."""
     if not is_xacro(cfg.asset_path):
         return None
-    expansion = expand_xacro(cfg.asset_path, packages_of(cfg), cfg.xacro_args)
+    expansion = expand_xacro(cfg.asset_path, packages_of(cfg), cfg.xacro_args, tree_root=cfg.tree_root,
+                             env=cfg.xacro_env, allowed=tuple(cfg.allowed_roots))
     for message in expansion.warnings:
         warn(cfg.asset_path, message, "xacro")
+    for unused in expansion.unused:
+        name = unused.split()[-1]
+        warn(cfg.asset_path, f"{unused}: the expansion never reads {name} (a misspelt name?); it changes nothing",
+             "xacro")
     return expansion.urdf
 
 
@@ -57,8 +63,14 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
     asset = Path(cfg.asset_path)
     meshes = meshes or MeshLibrary()
     expanded = expanded_xacro(cfg)
-    check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots, expanded)
-    robot = read_urdf(asset, packages_of(cfg), meshes, expanded)
+    missing = check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots, expanded, cfg.tree_root)
+    if missing and not cfg.allow_missing_files:
+        raise MissingFiles(missing)
+    if missing:
+        warn(asset, f"{len(missing)} referenced file(s) missing; converted without them (allow_missing_files; "
+                    "the conversion record lists each)")
+    robot = read_urdf(asset, packages_of(cfg), meshes, expanded, cfg.tree_root, missing_noted=bool(missing),
+                      allowed=tuple(cfg.allowed_roots))
     if cfg.balance_inertia:
         for link in robot.links:
             if link.inertial is not None:
@@ -105,13 +117,56 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
 
 
 def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple[str, ...],
-                     expanded: bytes | None = None) -> None:
+                     expanded: bytes | None = None, tree_root: str | None = None,
+                     ) -> list[tuple[Path, str, str, int | None]]:
     """ConversionError, naming the element, for a file the URDF references that lies outside its folder,
     its package roots and ``allowed_roots``, that is not a regular file of bounded size, or a texture that
-    is not an image (``rules.files``): nothing else reads a file before this check."""
+    is not an image (``rules.files``): nothing else reads a file before this check.
+
+    Returns the missing files, each as (file, problem, element, line) for a located line; notes how each
+    ROS package resolved (``rules.urdf.paths``: the folder and the rule)."""
     root, _ = load_urdf_xml(asset, expanded)  # a xacro: the URDF it expanded to
-    references, package_roots = urdf_file_references(asset, root, packages)
+    references, package_roots, resolutions = urdf_file_references(asset, root, packages, tree_root,
+                                                                  tuple(allowed_roots))
     check_references(references, model_roots(asset, [*package_roots, *allowed_roots]))
+    by_package: dict[tuple[str, str, str], int] = {}
+    for uri, resolution in resolutions.items():
+        if resolution.path.is_file():
+            name = uri[len("package://"):].lstrip("/").partition("/")[0]
+            key = (name, str(resolution.root), resolution.rule)
+            by_package[key] = by_package.get(key, 0) + 1
+    for (name, folder, rule), count in by_package.items():
+        note(asset, f"package '{name}' resolved to {folder} ({_RULES[rule]}; {count} file(s))")
+    return missing_files(asset, root, packages, tree_root, tuple(allowed_roots))
+
+
+#: How each package rule of ``rules.urdf.paths`` reads in a note.
+_RULES = {"explicit": "given explicitly", "folder": "the folder of that name (or package.xml) in the model's tree",
+          "walk-up": "the model's folder or an ancestor holding the named files",
+          "three-slash": "a package:/// URI, found from the model's folder up"}
+
+
+def missing_files(asset: Path, root, packages: dict[str, str], tree_root: str | None = None,
+                  allowed: tuple[str, ...] = ()) -> list[tuple[Path, str, str, int | None]]:
+    """(file, problem, element, line) of every mesh or texture the URDF ``root`` names that is not a
+    file: not there, or a ``package://`` URI whose package cannot be found."""
+    found = []
+    for xpath, attribute in FILE_ELEMENTS:
+        for element in root.iterfind(xpath):
+            uri = (element.get(attribute) or "").strip()
+            if not uri:
+                continue  # no file named: the reader warns
+            what = "mesh" if element.tag == "mesh" else "texture"
+            try:
+                path = resolve_uri(uri, asset.parent, packages, tree_root, allowed)
+            except UnresolvedUri as exc:
+                found.append((asset, f"{what} '{quote(uri)}' is missing: {exc}", describe_element(element),
+                              element.sourceline))
+                continue
+            if not path.is_file():
+                found.append((asset, f"{what} file {quote(str(path))} not found", describe_element(element),
+                              element.sourceline))
+    return sorted(found, key=lambda item: item[3] or 0)
 
 
 @names_the_asset

@@ -78,14 +78,25 @@ def read_joint(src: UrdfSource, element: etree._Element, links: dict[str, Link])
 
 def read_limits(src: UrdfSource, element: etree._Element, joint: Joint) -> None:
     """``<limit>``: effort and velocity (0 effort = unlimited); lower/upper of revolute and prismatic
-    joints (the URDF spec's default 0; none at all: unlimited, with a warning)."""
+    joints (the URDF spec's default 0; none at all: unlimited, with a warning).
+
+    Lenient where the intent is clear, with one warning naming the fix:
+    - a negative effort or velocity is read as its magnitude: a limit is a bound on |effort| and
+      |velocity| (urdfdom stores the sign as given and controllers use the magnitude); reading it as
+      unlimited would instead drop a bound the author wrote down.
+    - lower > upper is swapped: the author wrote down a range in the wrong order. Written as given, USD
+      would read the axis as locked (UsdPhysics: low > high means no motion), which no author intends
+      for a revolute or prismatic joint; a locked joint is written as type fixed, or lower == upper."""
     limit = element.find("limit")
     if limit is not None:
         joint.effort = number(limit, "effort", src.path)
         joint.velocity = number(limit, "velocity", src.path)
         for value, what in ((joint.effort, "effort"), (joint.velocity, "velocity")):
             if value is not None and value < 0:
-                raise src.fail(f"negative {what} limit {value}", limit)
+                src.warn(f"negative {what} limit {value} read as its magnitude {-value} (fix: {what}="
+                         f"\"{-value:g}\")", limit)
+        joint.effort = abs(joint.effort) if joint.effort is not None else None
+        joint.velocity = abs(joint.velocity) if joint.velocity is not None else None
         if joint.effort == 0.0:
             src.notes.add("effort=\"0\" read as unlimited (no maxForce)", limit)
             joint.effort = None
@@ -97,7 +108,10 @@ def read_limits(src: UrdfSource, element: etree._Element, joint: Joint) -> None:
         joint.lower = number(limit, "lower", src.path, 0.0)
         joint.upper = number(limit, "upper", src.path, 0.0)
         if joint.lower > joint.upper:
-            raise src.fail(f"lower limit {joint.lower} is above upper limit {joint.upper}", limit)
+            src.warn(f"lower limit {joint.lower:g} is above upper limit {joint.upper:g}: swapped (written as "
+                     f"given, the joint would be locked; fix: lower=\"{joint.upper:g}\" upper=\"{joint.lower:g}\")",
+                     limit)
+            joint.lower, joint.upper = joint.upper, joint.lower
 
 
 def check_mimics(src: UrdfSource, robot: Robot, joint_elements: dict[str, etree._Element]) -> None:

@@ -41,7 +41,10 @@ def read_material(src: UrdfSource, element: etree._Element) -> Material | None:
 
 
 def read_global_materials(src: UrdfSource, root: etree._Element) -> None:
-    """The ``<robot>``'s own ``<material>`` children → ``src.materials`` (the first of a name wins)."""
+    """The ``<robot>``'s own ``<material>`` children → ``src.materials`` (the first of a name wins), then
+    every named material a link's visual defines (colour or texture) that the top level does not: URDF
+    materials are global by name, and urdfdom resolves a name wherever it is first defined (an ABB
+    description defines ``orange`` in ``base_link`` and names it in ``link_1`` … ``link_6``)."""
     for element in root.findall("material"):
         name = element.get("name")
         if not name:
@@ -51,6 +54,14 @@ def read_global_materials(src: UrdfSource, root: etree._Element) -> None:
             # An error where a link uses it (read_material); unused, it is only a warning.
             src.duplicate_materials.setdefault(name, [src.material_lines[name]]).append(element.sourceline or 0)
             src.warn(f"material '{name}' is defined twice", element)
+            continue
+        material = read_material(src, element)
+        if material is not None:
+            src.materials[name] = material
+            src.material_lines[name] = element.sourceline or 0
+    for element in root.iterfind("link/visual/material"):
+        name = element.get("name")
+        if not name or name in src.materials or (element.find("color") is None and element.find("texture") is None):
             continue
         material = read_material(src, element)
         if material is not None:

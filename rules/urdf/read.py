@@ -5,19 +5,22 @@ Read: ``<robot>`` (name), global and inline ``<material>`` (colour, texture: ``r
 ``<collision>`` (box, cylinder, sphere, mesh with scale, capsule: ``rules.urdf.links``), ``<joint>`` of every
 type with origin, axis, limit, dynamics, mimic, safety_controller and calibration (``rules.urdf.joints``);
 ``<transmission>``, ``<gazebo>`` and anything unknown are kept as namespaced custom data (``urdf:*``) with a
-warning. Mesh files are read while reading (``rules.robot.meshes``), so a missing or unreadable one is
+note (``rules.conversion_warnings``: shown with ``-v``, recorded always). Mesh files are read while reading (``rules.robot.meshes``), so a missing or unreadable one is
 reported with the URDF line that names it. The tree, world links and rest poses: ``rules.urdf.tree``.
 
 URDF conventions applied:
 - A root link with no inertial, visual or collision (a "world" link) is the world (``rules.urdf.tree``).
 - ``<limit>`` attributes default to 0 (the URDF spec); a revolute joint without ``<limit>`` is unlimited
   (urdfdom would reject it) and a prismatic one too, each with a warning.
+- A negative effort or velocity limit is read as its magnitude, and lower > upper is swapped, each with a
+  warning naming the fix (``rules.urdf.joints.read_limits`` says why).
+- A named material defined in any visual (or at the top level) is usable by name everywhere, as urdfdom
+  does (``rules.urdf.materials``).
 - A ``<mimic>`` whose leader is not a revolute, continuous or prismatic joint (or whose follower is not) is
   dropped with a warning: a fixed joint has no coordinate to follow.
 
 Unrecoverable: no ``<robot>``, a duplicate link or joint name, a joint to an unknown link, a link with two
-parents or a cycle, an unknown joint type, a malformed number, a zero axis on a movable joint, lower >
-upper. These raise ``ConversionError`` naming file, line and element.
+parents or a cycle, an unknown joint type, a malformed number, a zero axis on a movable joint. These raise ``ConversionError`` naming file, line and element.
 """
 
 from __future__ import annotations
@@ -39,12 +42,15 @@ from usdforge.rules.urdf.xml import load_urdf_xml
 
 
 def read_urdf(path: str | Path, packages: dict[str, str] | None = None,
-              meshes: MeshLibrary | None = None, expanded: bytes | None = None) -> Robot:
+              meshes: MeshLibrary | None = None, expanded: bytes | None = None, tree_root: str | None = None,
+              missing_noted: bool = False, allowed: tuple[str, ...] = ()) -> Robot:
     """The Robot a URDF file describes (SI units, rest poses, no merging). See the module docstring.
 
     expanded: the URDF a xacro at ``path`` expanded to (``rules.urdf.xacro``), read instead of the file;
-    relative file names still resolve from ``path``'s folder."""
-    src = UrdfSource(Path(path), packages or {}, meshes or MeshLibrary())
+    relative file names still resolve from ``path``'s folder. tree_root: the package search's bound
+    (``rules.urdf.paths``). missing_noted: each missing file is a note, not a warning (the caller warned
+    once with the count). allowed: allowed roots, which may also hold packages."""
+    src = UrdfSource(Path(path), packages or {}, meshes or MeshLibrary(), tree_root, missing_noted, allowed)
     root, recoveries = load_urdf_xml(src.path, expanded)
     for message in recoveries:
         warn(src.path, message, "<?xml?>", 1)

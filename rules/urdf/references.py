@@ -12,7 +12,7 @@ from pathlib import Path
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.files import Reference, describe_element
 from usdforge.rules.mesh.references import mesh_references
-from usdforge.rules.urdf.paths import UnresolvedUri, find_package, resolve_uri
+from usdforge.rules.urdf.paths import Resolution, UnresolvedUri, resolve_package_uri, resolve_uri
 from usdforge.rules.urdf.xacro import XacroError, expand_xacro, is_xacro
 from usdforge.rules.urdf.xml import load_urdf_xml
 
@@ -25,12 +25,16 @@ FILE_ELEMENTS = (
 )
 
 
-def urdf_file_references(path: Path, root, packages: dict[str, str]) -> tuple[list[Reference], list[Path]]:
+def urdf_file_references(path: Path, root, packages: dict[str, str], tree_root: str | None = None,
+                         allowed: tuple[str, ...] = (),
+                         ) -> tuple[list[Reference], list[Path], dict[str, Resolution]]:
     """(every file the parsed URDF ``root`` references, with the element naming it; the package folders
-    its ``package://`` URIs resolve to). Files a mesh references (MTL, images) are listed under the URDF
-    element that names the mesh. URIs that name no local file are left out (the reader warns)."""
+    its ``package://`` URIs resolve to; how each ``package://`` URI resolved, by URI). Files a mesh
+    references (MTL, images) are listed under the URDF element that names the mesh. URIs that name no
+    local file are left out (the reader reports them)."""
     found: dict[Path, Reference] = {}
     package_roots: list[Path] = [Path(folder).absolute() for folder in packages.values()]
+    resolutions: dict[str, Resolution] = {}
     # A robot names most mesh files several times (pr2: 76 mesh elements, 26 files): a URI seen before
     # under the same tag adds nothing, and resolving it again was most of the scan.
     seen: set[tuple[str, str]] = set()
@@ -41,22 +45,26 @@ def urdf_file_references(path: Path, root, packages: dict[str, str]) -> tuple[li
                 continue
             seen.add((uri, element.tag))
             try:
-                file = resolve_uri(uri, path.parent, packages)
+                if uri.startswith("package://"):
+                    resolution = resolutions[uri] = resolve_package_uri(uri, path.parent, packages, tree_root,
+                                                                        allowed)
+                    file = resolution.path
+                    package_roots.append(resolution.root)
+                else:
+                    file = resolve_uri(uri, path.parent, packages, tree_root, allowed)
             except UnresolvedUri:
                 continue
-            if uri.startswith("package://"):
-                package_roots.append(find_package(uri[len("package://"):].partition("/")[0], path.parent,
-                                                  packages).absolute())
             where = describe_element(element), element.sourceline
             found.setdefault(file, Reference(file, element.tag, path, *where))
             if element.tag == "mesh":
                 for part in mesh_references(file):
                     found.setdefault(part, Reference(part, f"file referenced by mesh {file.name}", path, *where))
-    return list(found.values()), package_roots
+    return list(found.values()), list(dict.fromkeys(package_roots)), resolutions
 
 
-def urdf_references(path: str | Path, packages: dict[str, str],
-                    xacro_args: dict[str, str] | None = None) -> list[Path]:
+def urdf_references(path: str | Path, packages: dict[str, str], xacro_args: dict[str, str] | None = None,
+                    tree_root: str | None = None, xacro_env: dict[str, str] | None = None,
+                    allowed: tuple[str, ...] = ()) -> list[Path]:
     """Every file the URDF at ``path`` references, recursively, in document order (duplicates removed).
 
     A URDF that cannot be parsed references nothing here (the conversion reports its error); a URI that
@@ -71,7 +79,8 @@ def urdf_references(path: str | Path, packages: dict[str, str],
     expanded = None
     if is_xacro(path):
         try:
-            expansion = expand_xacro(path, packages, xacro_args)
+            expansion = expand_xacro(path, packages, xacro_args, tree_root=tree_root, env=xacro_env,
+                                     allowed=allowed)
         except XacroError as exc:
             return [Path(f) for f in exc.files]
         found = [Path(f) for f in expansion.files]
@@ -81,7 +90,7 @@ def urdf_references(path: str | Path, packages: dict[str, str],
     except ConversionError:
         return found
     seen = set(found)  # membership by hash: a robot names hundreds of mesh files
-    for reference in urdf_file_references(path, root, packages)[0]:
+    for reference in urdf_file_references(path, root, packages, tree_root, allowed)[0]:
         if reference.path not in seen:
             seen.add(reference.path)
             found.append(reference.path)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from lxml import etree
 
-from usdforge.rules.conversion_warnings import warn
+from usdforge.rules.conversion_warnings import note, warn
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.files import MAX_MAGNITUDE, quote
 from usdforge.rules.robot.meshes import MeshLibrary
@@ -57,7 +57,8 @@ def float_or_text(value: str) -> float | str:
 
 
 class Notes:
-    """Warnings about kinds of things (an unknown tag, kept data), one per kind with a count."""
+    """Notes (``rules.conversion_warnings.note``) about kinds of things kept or ignored harmlessly (an
+    unknown tag, custom data), one per kind with a count."""
 
     def __init__(self, file: Path):
         self.file = file
@@ -70,16 +71,23 @@ class Notes:
     def flush(self) -> None:
         for key, (desc, line, count) in self._first.items():
             times = f" ({count} occurrences; the first is here)" if count > 1 else ""
-            warn(self.file, f"{key}{times}", desc, line)
+            note(self.file, f"{key}{times}", desc, line)
 
 
 class UrdfSource:
     """One URDF file being read (see the module docstring)."""
 
-    def __init__(self, path: Path, packages: dict[str, str], meshes: MeshLibrary):
+    def __init__(self, path: Path, packages: dict[str, str], meshes: MeshLibrary, tree_root: str | None = None,
+                 missing_noted: bool = False, allowed: tuple[str, ...] = ()):
         self.path = Path(path)
         self.folder = self.path.parent
         self.packages = packages
+        #: The package search's bound (``rules.urdf.paths``).
+        self.tree_root = tree_root
+        #: Allowed roots, which may also hold packages.
+        self.allowed = tuple(allowed)
+        #: Missing files were already summed up in one warning (``allow_missing_files``): each is a note.
+        self.missing_noted = missing_noted
         self.meshes = meshes
         self.notes = Notes(self.path)
         #: Global ``<material>`` definitions by name (``rules.urdf.materials``).
@@ -117,14 +125,21 @@ class UrdfSource:
             self.warn(f"{what} without a {attribute} ignored", element)
             return None
         try:
-            path = resolve_uri(uri, self.folder, self.packages)
+            path = resolve_uri(uri, self.folder, self.packages, self.tree_root, self.allowed)
         except UnresolvedUri as exc:
-            self.warn(f"{what} '{quote(uri)}' ignored: {exc}", element)
+            self.missing(f"{what} '{quote(uri)}' ignored: {exc}", element)
             return None
         if not path.is_file():
-            self.warn(f"{what} file {path} not found; ignored", element)
+            self.missing(f"{what} file {path} not found; ignored", element)
             return None
         return path
+
+    def missing(self, problem: str, element: etree._Element) -> None:
+        """A referenced file that is not there: a warning, or a note when ``missing_noted``."""
+        if self.missing_noted:
+            note(self.path, problem, describe(element), element.sourceline)
+        else:
+            self.warn(problem, element)
 
     def keep_unknown(self, element: etree._Element, known_children: tuple[str, ...],
                      known_attributes: tuple[str, ...], custom: dict, what: str) -> None:

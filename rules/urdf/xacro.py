@@ -44,12 +44,14 @@ class Expansion:
         in the order it opened them; missing ones included (an optional include that does not exist).
     digests: sha256 (hex) of the bytes the expansion got from each file; "missing" for missing ones.
     warnings: xacro's warnings (``$(optenv)`` defaults, ``xacro.warning()`` calls …).
+    unused: the arguments given that the expansion never read (``--xacro-arg NAME``, ``--xacro-env NAME``).
     """
 
     urdf: bytes
     files: tuple[str, ...]
     digests: dict[str, str] = attrs.field(factory=dict)
     warnings: tuple[str, ...] = ()
+    unused: tuple[str, ...] = ()
 
 
 class XacroError(ConversionError):
@@ -77,20 +79,27 @@ def _digest(path: str) -> str:
 
 
 def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args: dict[str, str] | None = None,
-                 *, timeout_s: float = TIMEOUT_S, memory_bytes: int = MEMORY_BYTES) -> Expansion:
+                 *, tree_root: str | None = None, env: dict[str, str] | None = None,
+                 allowed: tuple[str, ...] = (), timeout_s: float = TIMEOUT_S,
+                 memory_bytes: int = MEMORY_BYTES) -> Expansion:
     """Expand the xacro at ``path`` with xacro arguments ``args`` (``name:=value`` on xacro's command
     line) and ROS packages ``packages`` (name → folder). Raises XacroError naming the file at fault, its
     line where it can be found, and the problem.
 
+    tree_root: the library manifest's folder (bounds ``$(find)`` by convention: ``rules.urdf.paths``).
+    env: what ``$(optenv NAME default)`` sees for NAME (the cfg's ``xacro_env``); the process environment
+    is never read. allowed: folders that may also hold packages (``allowed_roots``).
+
     The result is remembered in this process and reused while every file the expansion read has the same
     content (the expansion is a function of those files, the packages and the arguments)."""
     path = Path(path).absolute()
-    key = (str(path), tuple(sorted((packages or {}).items())), tuple(sorted((args or {}).items())))
+    key = (str(path), tuple(sorted((packages or {}).items())), tuple(sorted((args or {}).items())), tree_root,
+           tuple(sorted((env or {}).items())), tuple(allowed))
     with _LOCK:
         cached = _CACHE.get(key)
     if cached is not None and all(_digest(f) == sha for f, sha in cached[0].items()):
         return cached[1]
-    expansion = _expand(path, packages, args, timeout_s, memory_bytes)
+    expansion = _expand(path, packages, args, timeout_s, memory_bytes, tree_root, env, allowed)
     with _LOCK:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
@@ -99,9 +108,11 @@ def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args:
 
 
 def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | None, timeout_s: float,
-            memory_bytes: int) -> Expansion:
+            memory_bytes: int, tree_root: str | None = None, env: dict[str, str] | None = None,
+            allowed: tuple[str, ...] = ()) -> Expansion:
     request = {"path": str(path), "packages": dict(packages or {}), "args": dict(args or {}),
-               "memory_bytes": memory_bytes}
+               "memory_bytes": memory_bytes, "tree_root": tree_root, "env": dict(env or {}),
+               "allowed": list(allowed)}
     # -P: neither this folder (its xacro.py) nor the working directory may shadow the xacro package.
     command = [sys.executable, "-P", str(Path(__file__).with_name("xacro_process.py"))]
     try:
@@ -119,4 +130,4 @@ def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | 
         raise XacroError(reply.get("file") or path, reply.get("problem") or "the expansion failed",
                          reply.get("line"), files)
     return Expansion(reply["urdf"].encode(), files, dict(reply.get("digests") or {}),
-                     tuple(reply.get("warnings") or ()))
+                     tuple(reply.get("warnings") or ()), tuple(reply.get("unused") or ()))

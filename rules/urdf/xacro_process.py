@@ -14,8 +14,9 @@ that runs doit or the user's program.
 What the child changes in ``xacro`` (2.1.1, pinned in pyproject.toml), and why:
 
 * ``$(find pkg)`` (and ``$(find-pkg-share pkg)``, ROS 2 launch's spelling) resolve through the request's
-  packages with ``rules.urdf.paths.find_package``, the function that resolves ``package://`` URIs, so
-  both agree; xacro itself would need ROS's ament index.
+  packages, allowed roots and tree bound with ``rules.urdf.paths.find_package``, the resolver of
+  ``package://`` URIs, so both agree and neither leaves the model's tree; xacro itself would need ROS's
+  ament index.
 * Every file xacro opens (the top-level file, includes, ``xacro.load_yaml``) goes through one guarded
   ``open`` placed in xacro's module namespace: read-only, a regular file, inside the xacro's folder or a
   package root (symbolic links resolved). Each path is recorded, missing ones too, and sent back with the
@@ -27,8 +28,11 @@ What the child changes in ``xacro`` (2.1.1, pinned in pyproject.toml), and why:
   lambdas, assignments or imports;
   ``type`` and ``vars`` are removed from xacro's symbols. ``$(eval ...)`` may only name xacro arguments
   and xacro's substitution functions.
-* ``$(env VAR)`` is refused and ``$(optenv VAR default)`` gives its default, with a warning: a conversion
-  depends on files, cfg and xacro arguments only, never on the environment.
+* ``$(env VAR)`` is refused and ``$(optenv VAR default)`` gives the value the request's ``env`` holds for
+  VAR (the cfg's ``xacro_env``), else its default (with a warning naming how to set it): a conversion
+  depends on files, cfg and xacro arguments only, never on the process environment.
+* The xacro arguments and ``env`` values the expansion never read are reported back (``unused``): a
+  misspelt ``--xacro-arg`` would otherwise change nothing, silently.
 * xacro's warnings are collected and sent back (the parent re-issues them as ConversionWarnings).
 
 The reply: ``{"ok": true, "urdf": TEXT, "files": [...], "digests": {file: sha256 or "missing"},
@@ -114,15 +118,41 @@ def _paths_module():
     return module
 
 
+class UsageDict(dict):
+    """xacro's argument table (``$(arg)``, ``xacro:arg``, ``$(eval)``), remembering the names looked up."""
+
+    def __init__(self, *args: Any):
+        super().__init__(*args)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(key)  # xacro:arg asks before taking its default: a declared argument is used
+        return super().__contains__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+
 class Session:
     """One expansion: the roots files may come from, the files opened and the warnings issued."""
 
-    def __init__(self, source: Path, packages: dict[str, str]):
+    def __init__(self, source: Path, packages: dict[str, str], tree_root: str | None = None,
+                 env: dict[str, str] | None = None, allowed: list[str] | None = None):
         paths = _paths_module()
         find_package, UnresolvedUri = paths.find_package, paths.UnresolvedUri
 
         self.source = source
         self.packages = packages
+        self.tree_root = tree_root
+        self.allowed = tuple(allowed or ())
+        self.env = dict(env or {})
+        #: ``env`` names ``$(optenv)`` read.
+        self.env_read: set[str] = set()
         # The source's folder, as named and (a linked source) as it really is, and the package roots.
         self.roots = list(dict.fromkeys([os.path.realpath(source.parent), os.path.dirname(os.path.realpath(source)),
                                          *(os.path.realpath(p) for p in packages.values())]))
@@ -136,7 +166,7 @@ class Session:
     def find(self, name: str) -> str:
         """``$(find name)``: the package's folder, which becomes a root files may be read from."""
         try:
-            folder = self._find_package(name, self.source.parent, self.packages)
+            folder = self._find_package(name, self.source.parent, self.packages, self.tree_root, self.allowed)
         except self._unresolved as exc:
             raise Refused(str(exc)) from None
         real = os.path.realpath(folder)
@@ -204,8 +234,11 @@ def _install(session: Session) -> None:
                       f"xacro arguments (pass the value as a xacro argument)", f"$(env {name})")
 
     def optenv(name: str, default: str = "") -> str:
+        if name in session.env:
+            session.env_read.add(name)
+            return session.env[name]
         session.warnings.append(f"$(optenv {name}) gives its default '{default}': usdforge never reads the "
-                                "environment (pass the value as a xacro argument)")
+                                f"environment (set it with --xacro-env {name}=VALUE, or xacro_env in the cfg)")
         return default
 
     substitution_args._eval_env = env
@@ -329,13 +362,15 @@ def expand(request: dict[str, Any]) -> dict[str, Any]:
     import xacro
 
     source = Path(request["path"]).absolute()
-    session = Session(source, dict(request.get("packages") or {}))
+    session = Session(source, dict(request.get("packages") or {}), request.get("tree_root"),
+                      request.get("env"), request.get("allowed"))
     _install(session)
     captured = io.StringIO()
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = captured  # xacro prints locations and colour codes; the reply is JSON
     try:
-        document = xacro.process_file(str(source), mappings=dict(request.get("args") or {}))
+        mappings = UsageDict(request.get("args") or {})
+        document = xacro.process_file(str(source), mappings=mappings)
         text = document.toxml()
     except RecursionError:
         return {"ok": False, "file": str(source), "line": None, "files": session.files,
@@ -346,7 +381,10 @@ def expand(request: dict[str, Any]) -> dict[str, Any]:
     finally:
         sys.stdout, sys.stderr = stdout, stderr
     digests = {f: session.digests.get(f, "missing") for f in session.files}
-    return {"ok": True, "urdf": text, "files": session.files, "digests": digests, "warnings": session.warnings}
+    unused = [f"--xacro-arg {name}" for name in sorted(set(request.get("args") or {}) - mappings.read)]
+    unused += [f"--xacro-env {name}" for name in sorted(set(session.env) - session.env_read)]
+    return {"ok": True, "urdf": text, "files": session.files, "digests": digests, "warnings": session.warnings,
+            "unused": unused}
 
 
 def main() -> None:

@@ -34,7 +34,8 @@ def _urdf_oracle(source: str, usd_path: str, cfg: dict[str, Any], stage) -> Chec
     packages = {item["name"]: item["path"] for item in cfg.get("ros_package_paths") or []}
     report = verify_urdf(source, usd_path, packages, configurations=10,
                          expect_mimic=not cfg.get("convert_mimic_joints_to_normal_joints", False),
-                         collision_from_visuals=bool(cfg.get("collision_from_visuals", False)))
+                         collision_from_visuals=bool(cfg.get("collision_from_visuals", False)),
+                         tree_root=cfg.get("tree_root"), allowed=tuple(cfg.get("allowed_roots") or ()))
     result = CheckResult("urdf-oracle", detail=f"{report.links_compared} links, {report.joints_compared} joints, "
                          f"FK at rest and {report.configurations} configurations: max error "
                          f"{report.max_position_error:.2g} m / {report.max_rotation_error:.2g} rad")

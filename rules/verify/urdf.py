@@ -366,13 +366,16 @@ def _usd_fk(joints: dict[str, _UsdJoint], bodies: dict[str, np.ndarray], q: dict
 def verify_urdf(urdf_path: str | Path, usd_path: str | Path, packages: dict[str, str] | None = None, *,
                 configurations: int = 20, seed: int = 0, position_tolerance: float = 1e-5,
                 rotation_tolerance: float = 1e-4, expect_mimic: bool = True,
-                collision_from_visuals: bool = False) -> VerifyReport:
+                collision_from_visuals: bool = False, tree_root: str | None = None,
+                allowed: tuple[str, ...] = ()) -> VerifyReport:
     """Compare the USD at ``usd_path`` with the URDF at ``urdf_path`` (see the module docstring).
 
     packages: ROS package name → folder, to tell which collision meshes exist (their count is compared).
     expect_mimic: whether every URDF mimic coupling must be authored (False after
         ``convert_mimic_joints_to_normal_joints``).
     collision_from_visuals: links without <collision> are expected to collide with their visuals.
+    tree_root, allowed: the cfg's ``tree_root`` and ``allowed_roots`` (where packages are looked for, as the
+        converter did).
     """
     urdf_path, usd_path = Path(urdf_path), Path(usd_path)
     report = VerifyReport(str(urdf_path), str(usd_path))
@@ -452,7 +455,8 @@ def verify_urdf(urdf_path: str | Path, usd_path: str | Path, packages: dict[str,
                     problems.append(f"joint '{joint.name}': mimic {multiplier}·q + {offset}, URDF says "
                                     f"{joint.mimic[1]}·q + {joint.mimic[2]}")
 
-    _check_colliders(root, urdf_path, packages or {}, stage, bodies, holdings, problems, collision_from_visuals)
+    _check_colliders(root, urdf_path, packages or {}, stage, bodies, holdings, problems, collision_from_visuals,
+                     tree_root, tuple(allowed))
 
     # Forward kinematics at rest and at random configurations.
     rng = np.random.default_rng(seed)
@@ -519,7 +523,8 @@ def _check_limits(joint: _UrdfJoint, usd: _UsdJoint, problems: list[str]) -> Non
 
 
 def _check_colliders(root, urdf_path: Path, packages: dict, stage, bodies: dict, holdings: dict,
-                     problems: list[str], from_visuals: bool) -> None:
+                     problems: list[str], from_visuals: bool, tree_root: str | None = None,
+                     allowed: tuple[str, ...] = ()) -> None:
     """Each body has as many collider prims as its links have readable <collision> elements (or
     <visual> elements, for links without collisions, when ``from_visuals``)."""
     from pxr import Usd, UsdPhysics
@@ -535,7 +540,7 @@ def _check_colliders(root, urdf_path: Path, packages: dict, stage, bodies: dict,
                     expected += 1
                     continue
                 try:
-                    path = resolve_uri(collision.get("filename", ""), urdf_path.parent, packages)
+                    path = resolve_uri(collision.get("filename", ""), urdf_path.parent, packages, tree_root, allowed)
                 except UnresolvedUri:
                     continue
                 if path.is_file() and path.suffix.lower().lstrip(".") in MESH_FORMATS:
