@@ -6,7 +6,9 @@ which geoms may touch (contype/conaffinity, welds, parent filtering, ``<contact>
   static and dynamic friction; torsional and rolling → ``newton:torsionalFriction`` /
   ``newton:rollingFriction``), bound to each collider for the "physics" purpose and, because MuJoCo's
   USD decoder only reads that binding, for all purposes too (colliders are never rendered).
-- ``MjcCollisionAPI`` on each collider: condim, gap, margin, priority, solmix, solref, solimp, group;
+- ``MjcCollisionAPI`` on each collider: condim, priority, solmix, solref, solimp, group; margin and gap
+  (when not zero) as ``newton:contactMargin``/``newton:contactGap`` (``NewtonCollisionAPI``, newton layer),
+  which MuJoCo 4.0's decoder reads as margin and gap (it calls ``mjc:margin``/``mjc:gap`` deprecated);
   ``MjcMeshCollisionAPI`` on mesh colliders: the mesh's inertia mode and ``maxhullvert``.
 - contype/conaffinity: one ``UsdPhysics.CollisionGroup`` per (contype, conaffinity) class, filtering the
   classes MuJoCo never lets collide (``contype1 & conaffinity2 == 0`` both ways), when there is more
@@ -106,8 +108,7 @@ def author_collision_parameters(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path
     # MjSpec's element lists are rebuilt on every access: taken once (per geom, it was O(N²)).
     spec_geoms, spec_meshes = list(spec.geoms), list(spec.meshes)
     for geom in sorted(colliders):
-        values = {"mjc:condim": int(model.geom_condim[geom]), "mjc:gap": model.geom_gap[geom],
-                  "mjc:margin": model.geom_margin[geom], "mjc:priority": int(model.geom_priority[geom]),
+        values = {"mjc:condim": int(model.geom_condim[geom]), "mjc:priority": int(model.geom_priority[geom]),
                   "mjc:solmix": model.geom_solmix[geom], "mjc:solref": model.geom_solref[geom],
                   "mjc:solimp": model.geom_solimp[geom], "mjc:group": int(model.geom_group[geom])}
         shell = int(spec_geoms[geom].typeinertia) == int(mujoco.mjtGeomInertia.mjINERTIA_SHELL)
@@ -117,9 +118,15 @@ def author_collision_parameters(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path
         if int(model.geom_type[geom]) == MESH:
             mesh = spec_meshes[int(model.geom_dataid[geom])]
             mesh_values = {"mjc:inertia": MESH_INERTIA[int(mesh.inertia)], "mjc:maxhullvert": int(mesh.maxhullvert)}
+        # MuJoCo 4.0's decoder reads margin and gap from Newton's attributes (its own are deprecated);
+        # zero, MuJoCo's default and the decoder's, is left unsaid.
+        contact = {name: float(value) for name, value in (("newton:contactMargin", model.geom_margin[geom]),
+                                                          ("newton:contactGap", model.geom_gap[geom])) if value}
         for path in colliders[geom]:
             prim = usd.spec("mujoco", path)
             set_all(prim, values, ["MjcCollisionAPI"])
+            if contact:
+                set_all(usd.spec("newton", path), contact, ["NewtonCollisionAPI"])
             if mesh_values:
                 set_all(prim, mesh_values, ["MjcMeshCollisionAPI"])
 

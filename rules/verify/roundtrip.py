@@ -1,0 +1,345 @@
+"""``mujoco-roundtrip``: what MuJoCo's own USD decoder reads back from a USD converted from MJCF, compared
+with MuJoCo's compiled model of the source.
+
+In the decoder's environment (``rules.verify.engines``: ``mujoco[usd]==4.0.0``) the USD is decoded
+(``MjSpec.from_file``) and compiled; its elements are matched to the source's by the prims'
+``usdforge:sourceName``. Compared:
+
+- counts: joints (free ones apart), DoFs, tendons, actuators, equality constraints, sensors, colliding
+  geoms, moving bodies;
+- every matched body's mass and principal inertia (relative 1e-5), every joint's limits (the source's
+  range minus ``ref``: USD joint coordinates, docs/usd_layout.md), damping, armature and frictionloss
+  (relative 1e-5: Newton's attributes are single precision), the colliders' margins and gaps, the time
+  step and solver iterations;
+- at ``configurations`` random configurations (within joint ranges): every tendon's length (1e-6 m) and
+  every actuator's moment on every DoF (1e-6 relative);
+- a short passive rollout (``ROLLOUT_SECONDS``, zero control): every matched body's position (1e-4 m).
+
+Each difference is an error naming the element and the size of the difference. What MuJoCo 4.0's decoder
+cannot read by design (``DECODER_LIMITS``) is handled as the decoder would: the reference drops it too, and
+each such element is a warning naming the limit and the decoder's version. Deprecation warnings the decoder
+prints while reading are errors (the writer must use the attributes it reads without them).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+#: The decoder this check runs (the ``mujoco-usd`` engine environment).
+DECODER = "mujoco[usd]==4.0.0"
+#: What that decoder cannot read, by design (its schema has no form for it): key → text of the warning.
+DECODER_LIMITS = {
+    "ball": f"{DECODER}'s decoder reads no spherical joints (it welds the bodies); the reference welds them too",
+    "sensor": f"{DECODER}'s schema has no sensors (usdforge keeps them as mjcf: data)",
+    "flex": f"{DECODER}'s schema has no flex (deformable) elements",
+    "skin": f"{DECODER}'s schema has no skins",
+}
+ROLLOUT_SECONDS = 0.2
+TENDON_TOLERANCE = 1e-6  # m (or rad for fixed tendons of hinges)
+MOMENT_TOLERANCE = 1e-6  # relative to max(1, |moment|)
+MASS_TOLERANCE = 1e-5  # relative
+LIMIT_TOLERANCE = 1e-6  # rad or m
+POSITION_TOLERANCE = 1e-4  # m, after the rollout
+
+# Runs in the decoder's environment: argv = source, usd, configurations, seed, rollout seconds. Prints one
+# JSON line: {"errors": [[element, message]], "limits": [[element, key]], "deprecations": [...], "summary"}.
+SCRIPT = r'''
+import copy, json, os, sys, tempfile
+import numpy as np, mujoco
+from pxr import Usd
+
+source, usd, configurations, seed, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+TENDON, MOMENT, MASS, LIMIT, POSITION = (float(v) for v in sys.argv[6:11])
+errors, limits = [], []
+J = mujoco.mjtJoint
+
+def decode(path):
+    """MjSpec.from_file with the decoder's stderr (USD's TF warnings) captured."""
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        saved = os.dup(2)
+        os.dup2(capture.fileno(), 2)
+        try:
+            spec = mujoco.MjSpec.from_file(path)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        capture.seek(0)
+        return spec, capture.read().decode("utf-8", "replace")
+
+spec, printed = decode(usd)
+deprecations = sorted({line.strip() for line in printed.splitlines() if "deprecat" in line.lower()})
+dec = spec.compile()
+
+reference = mujoco.MjSpec.from_file(source)
+full = mujoco.MjModel.from_xml_path(source)
+balls = [j for j in reference.joints if j.type == J.mjJNT_BALL]
+for j in balls:
+    limits.append([f"joint '{j.name}'", "ball"])
+for element in balls + (list(reference.keys) if balls else []):
+    reference.delete(element)
+src = reference.compile()
+for s in range(full.nsensor):
+    limits.append([f"sensor '{full.sensor(s).name or s}'", "sensor"])
+for f in range(full.nflex):
+    limits.append([f"flex '{full.flex(f).name or f}'", "flex"])
+for k in range(full.nskin):
+    limits.append([f"skin '{full.skin(k).name or k}'", "skin"])
+
+stage = Usd.Stage.Open(usd)
+def source_name(path):
+    prim = stage.GetPrimAtPath(path) if path.startswith("/") else None
+    attribute = prim.GetAttribute("usdforge:sourceName") if prim else None
+    return attribute.Get() if attribute and attribute.HasAuthoredValue() else None
+
+def matched(kind, count, name_of):
+    """decoded id -> source id, by the prim's usdforge:sourceName."""
+    found = {}
+    for d in range(count(dec)):
+        name = source_name(name_of(dec, d))
+        s = mujoco.mj_name2id(src, kind, name) if name else -1
+        if s >= 0:
+            found[d] = s
+    return found
+
+O = mujoco.mjtObj
+bodies = matched(O.mjOBJ_BODY, lambda m: m.nbody, lambda m, i: m.body(i).name)
+joints = matched(O.mjOBJ_JOINT, lambda m: m.njnt, lambda m, i: m.joint(i).name)
+tendons = matched(O.mjOBJ_TENDON, lambda m: m.ntendon, lambda m, i: m.tendon(i).name)
+actuators = matched(O.mjOBJ_ACTUATOR, lambda m: m.nu, lambda m, i: m.actuator(i).name)
+# Unnamed source elements are matched by order (their prims carry generated names).
+for mapping, n in ((tendons, "ntendon"), (actuators, "nu")):
+    if not mapping and getattr(dec, n) == getattr(src, n):
+        mapping.update({i: i for i in range(getattr(src, n))})
+
+def count(label, a, b):
+    if a != b:
+        errors.append([label, f"the source compiles {a}, the decoded USD {b} (difference {b - a:+d})"])
+
+free = lambda m: int((m.jnt_type == J.mjJNT_FREE).sum())
+count("joints", src.njnt - free(src), dec.njnt - free(dec))
+count("free joints", free(src), free(dec))
+count("DoFs", src.nv, dec.nv)
+count("tendons", src.ntendon, dec.ntendon)
+count("actuators", src.nu, dec.nu)
+count("equality constraints", src.neq, dec.neq)
+count("sensors", src.nsensor - full.nsensor, dec.nsensor)
+colliding = lambda m: int(((m.geom_contype != 0) | (m.geom_conaffinity != 0)).sum())
+count("colliding geoms", colliding(src), colliding(dec))
+moving = {src.body(b).name for b in range(1, src.nbody) if src.body_weldid[b] != 0}
+decoded_moving = {src.body(s).name for d, s in bodies.items() if dec.body_weldid[d] != 0}
+for name in sorted(moving - decoded_moving):
+    errors.append([f"body '{name}'", "moves in the source but is not a moving body of the decoded USD"])
+
+for d, s in bodies.items():
+    if src.body_weldid[s] == 0:
+        continue
+    name = f"body '{src.body(s).name}'"
+    m_src, m_dec = float(src.body_mass[s]), float(dec.body_mass[d])
+    if abs(m_dec - m_src) > MASS * max(m_src, 1e-9):
+        errors.append([name, f"mass {m_dec:.9g} kg decoded, {m_src:.9g} kg in the source (off by {m_dec - m_src:+.3g} kg)"])
+    i_src, i_dec = np.sort(src.body_inertia[s]), np.sort(dec.body_inertia[d])
+    worst = float(np.max(np.abs(i_dec - i_src) / np.maximum(i_src, 1e-12)))
+    if worst > MASS and float(np.max(np.abs(i_dec - i_src))) > 1e-12:
+        errors.append([name, f"principal inertia {i_dec.tolist()} decoded, {i_src.tolist()} in the source "
+                             f"(relative difference {worst:.3g})"])
+
+for d, s in joints.items():
+    name = f"joint '{src.joint(s).name}'"
+    kind = int(src.jnt_type[s])
+    if int(dec.jnt_type[d]) != kind:
+        errors.append([name, f"type {int(dec.jnt_type[d])} decoded, {kind} in the source"])
+        continue
+    if kind not in (J.mjJNT_HINGE, J.mjJNT_SLIDE):
+        continue
+    if bool(dec.jnt_limited[d]) != bool(src.jnt_limited[s]):
+        errors.append([name, f"limited={bool(dec.jnt_limited[d])} decoded, {bool(src.jnt_limited[s])} in the source"])
+    elif src.jnt_limited[s]:
+        want = src.jnt_range[s] - src.qpos0[src.jnt_qposadr[s]]
+        off = float(np.max(np.abs(dec.jnt_range[d] - want)))
+        if off > LIMIT:
+            errors.append([name, f"range {dec.jnt_range[d].tolist()} decoded, {want.tolist()} expected (source "
+                                 f"range minus ref; off by {off:.3g})"])
+
+for d, s in joints.items():
+    name = f"joint '{src.joint(s).name}'"
+    a, b = int(dec.jnt_dofadr[d]), int(src.jnt_dofadr[s])
+    for label, field in (("damping", "dof_damping"), ("armature", "dof_armature"), ("frictionloss", "dof_frictionloss")):
+        mine, theirs = float(getattr(dec, field)[a]), float(getattr(src, field)[b])
+        if abs(mine - theirs) > MASS * max(abs(theirs), 1e-9) and abs(mine - theirs) > 1e-12:
+            errors.append([name, f"{label} {mine:.9g} decoded, {theirs:.9g} in the source"])
+for label, field in (("margin", "geom_margin"), ("gap", "geom_gap")):
+    ours = np.sort(getattr(dec, field)[(dec.geom_contype != 0) | (dec.geom_conaffinity != 0)])
+    theirs = np.sort(getattr(src, field)[(src.geom_contype != 0) | (src.geom_conaffinity != 0)])
+    if len(ours) == len(theirs) and len(ours) and float(np.max(np.abs(ours - theirs))) > 1e-6:
+        errors.append([f"colliding geoms' {label}", f"differ by up to {float(np.max(np.abs(ours - theirs))):.3g} m "
+                       f"(decoded {ours.tolist()[:8]}, source {theirs.tolist()[:8]})"])
+for label, mine, theirs in (("time step", dec.opt.timestep, src.opt.timestep),
+                            ("solver iterations", dec.opt.iterations, src.opt.iterations)):
+    if abs(float(mine) - float(theirs)) > 1e-12:
+        errors.append(["option", f"{label} {mine} decoded, {theirs} in the source"])
+
+# Random configurations: source qpos -> decoded qpos through the matched joints.
+def to_decoded(qpos_src):
+    q = dec.qpos0.copy()
+    for d, s in joints.items():
+        a, b, kind = int(dec.jnt_qposadr[d]), int(src.jnt_qposadr[s]), int(src.jnt_type[s])
+        if kind == J.mjJNT_FREE:
+            q[a:a + 7] = qpos_src[b:b + 7]
+        elif kind == J.mjJNT_BALL:
+            q[a:a + 4] = qpos_src[b:b + 4]
+        else:
+            q[a] = qpos_src[b] - src.qpos0[b]
+    return q
+
+dofs = {}  # decoded dof -> source dof
+for d, s in joints.items():
+    width = {J.mjJNT_FREE: 6, J.mjJNT_BALL: 3}.get(int(src.jnt_type[s]), 1)
+    for k in range(width):
+        dofs[int(dec.jnt_dofadr[d]) + k] = int(src.jnt_dofadr[s]) + k
+
+def dense_moment(model, data):
+    out = np.zeros((model.nu, model.nv))
+    mujoco.mju_sparse2dense(out, data.actuator_moment, data.moment_rownnz, data.moment_rowadr, data.moment_colind)
+    return out
+
+rng = np.random.default_rng(seed)
+ds, dd = mujoco.MjData(src), mujoco.MjData(dec)
+jittered = copy.deepcopy(src)
+for field in (jittered.site_pos, jittered.geom_pos, jittered.body_pos):
+    field += rng.normal(scale=1e-9, size=field.shape)
+jittered_data = mujoco.MjData(jittered)
+worst_tendon, worst_moment, ambiguous = 0.0, 0.0, 0
+reported = set()
+for index in range(configurations):
+    qpos = src.qpos0.copy()
+    for j in range(src.njnt):
+        a, kind = int(src.jnt_qposadr[j]), int(src.jnt_type[j])
+        if kind == J.mjJNT_FREE:
+            qpos[a:a + 3] = rng.uniform(-1, 1, 3)
+            quat = rng.normal(size=4)
+            qpos[a + 3:a + 7] = quat / np.linalg.norm(quat)
+        elif kind == J.mjJNT_BALL:
+            quat = rng.normal(size=4)
+            qpos[a:a + 4] = quat / np.linalg.norm(quat)
+        else:
+            low, high = src.jnt_range[j] if src.jnt_limited[j] else (qpos[a] - 1.0, qpos[a] + 1.0)
+            qpos[a] = rng.uniform(low, high)
+    # Where a tendon's wrapping is ill-conditioned (its length jumps when sites, geoms and joints move by
+    # 1e-9), the rounding of values in USD may pick the other side: that tendon is not compared there.
+    jittered_data.qpos[:] = qpos + rng.normal(scale=1e-9, size=qpos.shape)
+    mujoco.mj_kinematics(jittered, jittered_data)
+    mujoco.mj_comPos(jittered, jittered_data)
+    mujoco.mj_tendon(jittered, jittered_data)
+    lengths = jittered_data.ten_length.copy()
+    ds.qpos[:] = qpos
+    dd.qpos[:] = to_decoded(qpos)
+    mujoco.mj_forward(src, ds)
+    mujoco.mj_forward(dec, dd)
+    switching = {s for s in range(src.ntendon) if abs(lengths[s] - ds.ten_length[s]) > 1e-5}
+    ambiguous += len(switching)
+    for d, s in tendons.items():
+        if s in switching:
+            continue
+        off = abs(float(dd.ten_length[d]) - float(ds.ten_length[s]))
+        worst_tendon = max(worst_tendon, off)
+        if off > TENDON and ("tendon", s) not in reported:
+            reported.add(("tendon", s))
+            errors.append([f"tendon '{src.tendon(s).name or s}'", f"length {dd.ten_length[d]:.9g} decoded, "
+                           f"{ds.ten_length[s]:.9g} in the source at random configuration {index} (off by {off:.3g})"])
+    if actuators and not switching:
+        m_src, m_dec = dense_moment(src, ds), dense_moment(dec, dd)
+        for d, s in actuators.items():
+            mapped = np.zeros(src.nv)
+            for dof_d, dof_s in dofs.items():
+                mapped[dof_s] = m_dec[d, dof_d]
+            off = float(np.max(np.abs(mapped - m_src[s]) / np.maximum(1.0, np.abs(m_src[s])))) if src.nv else 0.0
+            worst_moment = max(worst_moment, off)
+            if off > MOMENT and ("actuator", s) not in reported:
+                reported.add(("actuator", s))
+                errors.append([f"actuator '{src.actuator(s).name or s}'", f"moment arms differ by up to {off:.3g} "
+                               f"at random configuration {index}"])
+
+# A short passive rollout from the rest pose, zero control. The jittered source shows how much the source
+# itself moves for 1e-9 changes (an ill-conditioned tendon wrap, a contact on an edge): the decoded model
+# may differ by up to ten times that.
+ds, dd, dj = mujoco.MjData(src), mujoco.MjData(dec), mujoco.MjData(jittered)
+steps = int(round(seconds / src.opt.timestep))
+for _ in range(steps):
+    mujoco.mj_step(src, ds)
+    mujoco.mj_step(jittered, dj)
+for _ in range(int(round(seconds / dec.opt.timestep))):
+    mujoco.mj_step(dec, dd)
+finite = bool(np.isfinite(dd.qpos).all())
+worst_position, worst_body = 0.0, ""
+sensitivity = float(np.max(np.abs(dj.xpos - ds.xpos))) if src.nbody > 1 else 0.0
+if not finite:
+    errors.append(["rollout", f"the decoded model's {seconds} s passive rollout went non-finite"])
+else:
+    for d, s in bodies.items():
+        off = float(np.max(np.abs(dd.xpos[d] - ds.xpos[s])))
+        if off > worst_position:
+            worst_position, worst_body = off, src.body(s).name
+    if worst_position > max(POSITION, 10.0 * sensitivity):
+        errors.append([f"body '{worst_body}'", f"after a {seconds} s passive rollout it is {worst_position:.3g} m "
+                       "from where the source's is"])
+for line in deprecations:
+    errors.append(["decoder", f"deprecation warning while decoding: {line}"])
+print(json.dumps({"errors": errors, "limits": limits, "deprecations": deprecations, "summary": {
+    "bodies": len(bodies), "joints": len(joints), "dofs": int(dec.nv), "tendons": int(dec.ntendon),
+    "actuators": int(dec.nu), "configurations": configurations, "tendon_error": worst_tendon,
+    "moment_error": worst_moment, "switching": ambiguous, "rollout_steps": steps, "rollout_error": worst_position, "rollout_sensitivity": sensitivity}}))
+'''
+
+
+def decode_and_compare(source: str | Path, usd_path: str | Path, build_dir: str | Path = "build", *,
+                       configurations: int = 10, seed: int = 0, create: bool = False) -> dict:
+    """Run the comparison (module docstring) in the decoder's environment; its JSON answer. Raises
+    ``engines.EngineError`` when the environment is missing (unless ``create``) or the decoder fails."""
+    from usdforge.rules.verify.engines import run_in_engine
+
+    with tempfile.TemporaryDirectory(prefix="usdforge-roundtrip-") as folder:
+        script = Path(folder) / "roundtrip_check.py"
+        script.write_text(SCRIPT)
+        return run_in_engine("mujoco-usd", script, str(Path(source).resolve()), str(Path(usd_path).resolve()),
+                             str(configurations), str(seed), str(ROLLOUT_SECONDS), str(TENDON_TOLERANCE),
+                             str(MOMENT_TOLERANCE), str(MASS_TOLERANCE), str(LIMIT_TOLERANCE),
+                             str(POSITION_TOLERANCE), build_dir=build_dir, cwd=Path(folder), create=create,
+                             timeout=900)
+
+
+def roundtrip_check(source: str | Path, usd_path: str | Path, stage, build_dir: str | Path = "build",
+                    configurations: int = 10):
+    """The verify check ``mujoco-roundtrip`` (module docstring); skipped when the decoder's environment is
+    not set up."""
+    from usdforge.rules.verify.engines import EngineError, engine_python
+    from usdforge.rules.verify.findings import CheckResult, Finding, skipped
+
+    name = "mujoco-roundtrip"
+    if engine_python("mujoco-usd", build_dir) is None:
+        return skipped(name, f"skipped: mujoco-usd is not set up (no {Path(build_dir) / 'venv-mujoco-usd'}; "
+                             "`python -m usdforge.rules.verify.engines mujoco-usd` makes it)")
+    started = time.perf_counter()
+    result = CheckResult(name)
+    root = str(stage.GetDefaultPrim().GetPath())
+    try:
+        found = decode_and_compare(source, usd_path, build_dir, configurations=configurations)
+    except (EngineError, subprocess.TimeoutExpired) as exc:
+        last = [line for line in str(exc).strip().splitlines() if line.strip()]
+        result.add(Finding(name, root, f"MuJoCo's decoder cannot read the asset back: {last[-1] if last else exc}"))
+        result.seconds = time.perf_counter() - started
+        return result
+    for element, message in found["errors"]:
+        result.add(Finding(name, root, f"{element}: {message}"))
+    for element, key in found["limits"]:
+        result.add(Finding(name, root, f"{element}: known decoder limit: {DECODER_LIMITS[key]}", "warning"))
+    summary = found["summary"]
+    result.detail = (f"{summary['bodies']} bodies, {summary['joints']} joints, {summary['tendons']} tendons, "
+                     f"{summary['actuators']} actuators matched; at {summary['configurations']} configurations "
+                     f"tendon lengths within {summary['tendon_error']:.2g}, moments within "
+                     f"{summary['moment_error']:.2g}; {summary['rollout_steps']} passive steps within "
+                     f"{summary['rollout_error']:.2g} m")
+    result.seconds = time.perf_counter() - started
+    return result
