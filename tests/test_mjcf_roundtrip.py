@@ -39,3 +39,30 @@ def test_joint_and_contact_parameters_read_back_without_deprecation_warnings():
     result = roundtrip(FIXTURES / "joint_contact_parameters.xml")
     assert result["deprecations"] == []
     assert result["errors"] == []
+
+
+def test_flex_and_plugin_actuators_are_named_as_lost_and_the_rest_reads_back():
+    """No silent loss: the flex and the mujoco.pid actuator each get a warning naming the element and what
+    is lost (before: none); the decoder reads the rest back, the flex listed as a decoder limit."""
+    path = FIXTURES / "flex_and_plugin_actuator.xml"
+    messages = converted(path, **CORPUS_CFG).warnings
+    assert any("flex 'cloth' (9 vertices, dimension 2) is not written" in m for m in messages)
+    assert any("actuator 'pid_shoulder' is a plugin actuator (mujoco.pid (kd=2, ki=4, kp=40)" in m for m in messages)
+    result = roundtrip(path)
+    assert result["errors"] == []
+    assert [key for _, key in result["limits"]] == ["flex"]
+
+
+def test_sdf_geoms_are_written_as_their_mesh_with_the_plugin_kept():
+    """An SDF geom is its plugin-made mesh, visual and collider, with the plugin and its configuration as
+    mjcf:sdf:* data and a warning naming the geom (before: 'geom type 8 has no USD geometry')."""
+    from pxr import Usd
+
+    path = FIXTURES / "sdf_geom.xml"
+    result = converted(path, **CORPUS_CFG)
+    assert any("SDF geom 'torus_geom' (mujoco.sdf.torus (radius1=0.35, radius2=0.15))" in m for m in result.warnings)
+    stage = Usd.Stage.Open(str(result.usd_path))
+    plugins = [p for p in stage.Traverse() if p.HasAttribute("mjcf:sdf:plugin")]
+    assert [p.GetAttribute("mjcf:sdf:plugin").Get() for p in plugins] == ["mujoco.sdf.torus"]
+    assert plugins[0].GetAttribute("mjcf:sdf:config:radius1").Get() == "0.35"
+    assert roundtrip(path)["errors"] == []

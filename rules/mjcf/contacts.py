@@ -9,7 +9,10 @@ which geoms may touch (contype/conaffinity, welds, parent filtering, ``<contact>
 - ``MjcCollisionAPI`` on each collider: condim, priority, solmix, solref, solimp, group; margin and gap
   (when not zero) as ``newton:contactMargin``/``newton:contactGap`` (``NewtonCollisionAPI``, newton layer),
   which MuJoCo 4.0's decoder reads as margin and gap (it calls ``mjc:margin``/``mjc:gap`` deprecated);
-  ``MjcMeshCollisionAPI`` on mesh colliders: the mesh's inertia mode and ``maxhullvert``.
+  shell inertia (the geom's or its mesh's) as ``newton:massModel = "shell"`` (``NewtonMassAPI``), a mesh's
+  ``maxhullvert`` (when set) as ``newton:maxHullVertices`` (``NewtonMeshCollisionAPI``); a mesh's
+  ``convex``/``exact`` inertia, which Newton's schema cannot say, as ``mjc:inertia``
+  (``MjcMeshCollisionAPI``); MuJoCo's default ``legacy`` is left unsaid.
 - contype/conaffinity: one ``UsdPhysics.CollisionGroup`` per (contype, conaffinity) class, filtering the
   classes MuJoCo never lets collide (``contype1 & conaffinity2 == 0`` both ways), when there is more
   than one class or a class that does not collide with itself.
@@ -112,23 +115,31 @@ def author_collision_parameters(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path
                   "mjc:solmix": model.geom_solmix[geom], "mjc:solref": model.geom_solref[geom],
                   "mjc:solimp": model.geom_solimp[geom], "mjc:group": int(model.geom_group[geom])}
         shell = int(spec_geoms[geom].typeinertia) == int(mujoco.mjtGeomInertia.mjINERTIA_SHELL)
-        if shell:
-            values["mjc:shellinertia"] = True
-        mesh_values = {}
+        mesh_values, newton = {}, {}
         if int(model.geom_type[geom]) == MESH:
             mesh = spec_meshes[int(model.geom_dataid[geom])]
-            mesh_values = {"mjc:inertia": MESH_INERTIA[int(mesh.inertia)], "mjc:maxhullvert": int(mesh.maxhullvert)}
+            inertia = MESH_INERTIA[int(mesh.inertia)]
+            shell = shell or inertia == "shell"
+            if inertia in ("convex", "exact"):  # no Newton form: kept, though MuJoCo 4.0 calls it deprecated
+                mesh_values["mjc:inertia"] = inertia
+            if int(mesh.maxhullvert) != -1:
+                newton["newton:maxHullVertices"] = int(mesh.maxhullvert)
         # MuJoCo 4.0's decoder reads margin and gap from Newton's attributes (its own are deprecated);
-        # zero, MuJoCo's default and the decoder's, is left unsaid.
+        # zero, MuJoCo's default and the decoder's, is left unsaid. Likewise shell inertia
+        # (newton:massModel) and the hull's vertex budget (MuJoCo's default -1: no limit).
         contact = {name: float(value) for name, value in (("newton:contactMargin", model.geom_margin[geom]),
                                                           ("newton:contactGap", model.geom_gap[geom])) if value}
         for path in colliders[geom]:
             prim = usd.spec("mujoco", path)
             set_all(prim, values, ["MjcCollisionAPI"])
-            if contact:
-                set_all(usd.spec("newton", path), contact, ["NewtonCollisionAPI"])
             if mesh_values:
                 set_all(prim, mesh_values, ["MjcMeshCollisionAPI"])
+            if contact:
+                set_all(usd.spec("newton", path), contact, ["NewtonCollisionAPI"])
+            if newton:
+                set_all(usd.spec("newton", path), newton, ["NewtonMeshCollisionAPI"])
+            if shell:
+                set_all(usd.spec("newton", path), {"newton:massModel": "shell"}, ["NewtonMassAPI"])
 
 
 def author_collision_groups(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]]) -> None:

@@ -6,7 +6,9 @@ Geometry is MuJoCo's compiled geometry (``fromto`` resolved, fitted geoms fitted
 - ellipsoid → a tessellated mesh, MuJoCo's builtin icosphere scaled (UsdPhysics ignores a non-uniform sphere scale);
 - mesh → MuJoCo's compiled mesh (its reading of the file, ``scale`` applied, a mirrored one re-wound,
   in MuJoCo's mesh frame with the compiled geom pose), once per mesh asset however many geoms use it;
-- hfield → a triangle mesh of MuJoCo's compiled elevation grid.
+- hfield → a triangle mesh of MuJoCo's compiled elevation grid;
+- sdf → its mesh (the one MuJoCo renders, made by the SDF plugin), visual and collider; the plugin and
+  its configuration are kept as ``mjcf:sdf:*`` data (``rules.mjcf.lost``), with a warning.
 
 A geom is a collider when MuJoCo collides with it (contype or conaffinity non-zero), or every geom with
 ``collision_from_visuals``. Colliders are hidden (purpose guide), so a collider MuJoCo also renders (groups
@@ -40,6 +42,7 @@ _GEOM = mujoco.mjtGeom
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = (
     int(_GEOM.mjGEOM_PLANE), int(_GEOM.mjGEOM_HFIELD), int(_GEOM.mjGEOM_SPHERE), int(_GEOM.mjGEOM_CAPSULE),
     int(_GEOM.mjGEOM_ELLIPSOID), int(_GEOM.mjGEOM_CYLINDER), int(_GEOM.mjGEOM_BOX), int(_GEOM.mjGEOM_MESH))
+SDF = int(_GEOM.mjGEOM_SDF)
 _RGB_ROLE = int(mujoco.mjtTextureRole.mjTEXROLE_RGB)
 
 
@@ -207,7 +210,12 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
             library.provide(key, [MeshPart(name, np.asarray(surface.vertices), np.asarray(surface.faces))])
             meshes[-1 - hfield] = Geometry(kind="mesh", mesh=key)
         return meshes[-1 - hfield], pose
-    if kind == MESH:
+    if kind == SDF and int(model.geom_dataid[geom]) < 0:
+        from usdforge.rules.errors import ConversionError
+        name = model.geom(geom).name or f"geom {geom} of body '{model.body(int(model.geom_bodyid[geom])).name}'"
+        raise ConversionError(loaded.path, f"SDF geom '{name}' has no mesh to write it as (USD has no signed "
+                              "distance field geometry): give it mesh=\"...\"", f"<geom name=\"{name}\">")
+    if kind in (MESH, SDF):  # an SDF geom is written as its (plugin-made) mesh
         mesh = int(model.geom_dataid[geom])
         if mesh not in meshes:
             # MuJoCo's own reading of the file (or of the MJCF's vertices): what it simulates, and read

@@ -81,12 +81,13 @@ for j in balls:
 for element in balls + (list(reference.keys) if balls else []):
     reference.delete(element)
 src = reference.compile()
+O = mujoco.mjtObj
 for s in range(full.nsensor):
     limits.append([f"sensor '{full.sensor(s).name or s}'", "sensor"])
 for f in range(full.nflex):
-    limits.append([f"flex '{full.flex(f).name or f}'", "flex"])
+    limits.append([f"flex '{mujoco.mj_id2name(full, O.mjOBJ_FLEX, f) or f}'", "flex"])
 for k in range(full.nskin):
-    limits.append([f"skin '{full.skin(k).name or k}'", "skin"])
+    limits.append([f"skin '{mujoco.mj_id2name(full, O.mjOBJ_SKIN, k) or k}'", "skin"])
 
 stage = Usd.Stage.Open(usd)
 def source_name(path):
@@ -124,7 +125,8 @@ count("free joints", free(src), free(dec))
 count("DoFs", src.nv, dec.nv)
 count("tendons", src.ntendon, dec.ntendon)
 count("actuators", src.nu, dec.nu)
-count("equality constraints", src.neq, dec.neq)
+flex_equalities = int((src.eq_type == mujoco.mjtEq.mjEQ_FLEX).sum()) if src.neq else 0
+count("equality constraints", src.neq - flex_equalities, dec.neq)  # a flex's own: part of the flex limit
 count("sensors", src.nsensor - full.nsensor, dec.nsensor)
 colliding = lambda m: int(((m.geom_contype != 0) | (m.geom_conaffinity != 0)).sum())
 count("colliding geoms", colliding(src), colliding(dec))
