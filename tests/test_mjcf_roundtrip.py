@@ -66,3 +66,11 @@ def test_sdf_geoms_are_written_as_their_mesh_with_the_plugin_kept():
     assert [p.GetAttribute("mjcf:sdf:plugin").Get() for p in plugins] == ["mujoco.sdf.torus"]
     assert plugins[0].GetAttribute("mjcf:sdf:config:radius1").Get() == "0.35"
     assert roundtrip(path)["errors"] == []
+
+
+def test_a_flat_height_field_reads_back_as_a_solid():
+    """The height field is written as MuJoCo's solid (surface, walls, base) and the decoder reads it back;
+    the ball lands on it as on the source's (before: "mesh volume is too small")."""
+    result = roundtrip(FIXTURES / "flat_height_field.xml")
+    assert result["errors"] == []
+    assert result["summary"]["rollout_steps"] == 100

@@ -6,7 +6,7 @@ Geometry is MuJoCo's compiled geometry (``fromto`` resolved, fitted geoms fitted
 - ellipsoid → a tessellated mesh, MuJoCo's builtin icosphere scaled (UsdPhysics ignores a non-uniform sphere scale);
 - mesh → MuJoCo's compiled mesh (its reading of the file, ``scale`` applied, a mirrored one re-wound,
   in MuJoCo's mesh frame with the compiled geom pose), once per mesh asset however many geoms use it;
-- hfield → a triangle mesh of MuJoCo's compiled elevation grid;
+- hfield → a closed triangle mesh of MuJoCo's compiled elevation grid, its walls and base;
 - sdf → its mesh (the one MuJoCo renders, made by the SDF plugin), visual and collider; the plugin and
   its configuration are kept as ``mjcf:sdf:*`` data (``rules.mjcf.lost``), with a warning.
 
@@ -84,20 +84,32 @@ def ellipsoid_surface(radii: tuple[float, ...]) -> Surface:
 
 
 def hfield_mesh(model: mujoco.MjModel, hfield: int) -> Surface:
-    """The height field's top surface as triangles: MuJoCo's grid, x across columns and y across rows,
-    spanning ±size[0] × ±size[1] m, heights = elevation (0..1) × size[2] m."""
+    """The height field as MuJoCo's solid: the top surface (MuJoCo's grid, x across columns and y across
+    rows, spanning ±size[0] × ±size[1] m, heights = elevation (0..1) × size[2] m), walls down to the base
+    at -size[3] m and the base, all outward. A closed surface has a volume, so MuJoCo's USD decoder accepts
+    it even where the terrain is flat (an open sheet has none: "mesh volume is too small")."""
     rows, cols = int(model.hfield_nrow[hfield]), int(model.hfield_ncol[hfield])
-    sx, sy, sz, _base = (float(v) for v in model.hfield_size[hfield])
+    sx, sy, sz, base = (float(v) for v in model.hfield_size[hfield])
     start = model.hfield_adr[hfield]
     heights = np.asarray(model.hfield_data[start:start + rows * cols], dtype=np.float64).reshape(rows, cols)
     x = np.linspace(-sx, sx, cols)
     y = np.linspace(-sy, sy, rows)
     grid_x, grid_y = np.meshgrid(x, y)
-    vertices = np.stack([grid_x, grid_y, heights * sz], axis=-1).reshape(-1, 3)
+    top = np.stack([grid_x, grid_y, heights * sz], axis=-1).reshape(-1, 3)
     index = np.arange(rows * cols).reshape(rows, cols)
     a, b, c, d = index[:-1, :-1], index[:-1, 1:], index[1:, :-1], index[1:, 1:]
-    faces = np.concatenate([np.stack([a, b, d], -1).reshape(-1, 3), np.stack([a, d, c], -1).reshape(-1, 3)])
-    return Surface(vertices, faces)
+    faces = [np.stack([a, b, d], -1).reshape(-1, 3), np.stack([a, d, c], -1).reshape(-1, 3)]
+    # The boundary, counter-clockwise seen from above, and a base vertex under each of its vertices.
+    ring = np.concatenate([index[0, :-1], index[:-1, -1], index[-1, :0:-1], index[:0:-1, 0]])
+    below = top[ring] * np.array([1.0, 1.0, 0.0]) - np.array([0.0, 0.0, base])
+    under = rows * cols + np.arange(len(ring))
+    centre = rows * cols + len(ring)
+    p, q = ring, np.roll(ring, -1)
+    p_, q_ = under, np.roll(under, -1)
+    faces += [np.stack([p, p_, q_], -1), np.stack([p, q_, q], -1),
+              np.stack([np.full_like(p_, centre), q_, p_], -1)]
+    vertices = np.concatenate([top, below, [[0.0, 0.0, -base]]])
+    return Surface(vertices, np.concatenate(faces).astype(np.int64))
 
 
 def texture_png(model: mujoco.MjModel, texture: int, path: Path) -> Path:

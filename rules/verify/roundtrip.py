@@ -34,8 +34,14 @@ DECODER = "mujoco[usd]==4.0.0"
 DECODER_LIMITS = {
     "ball": f"{DECODER}'s decoder reads no spherical joints (it welds the bodies); the reference welds them too",
     "sensor": f"{DECODER}'s schema has no sensors (usdforge keeps them as mjcf: data)",
+    "mocap": f"{DECODER}'s decoder reads no kinematic bodies (MuJoCo's mocap bodies): it makes them free "
+             "bodies; the reference does too",
     "flex": f"{DECODER}'s schema has no flex (deformable) elements",
     "skin": f"{DECODER}'s schema has no skins",
+    # Not the decoder's: MuJoCo cannot compile the source, so only decoding, compiling and a finite
+    # rollout of the (repaired) conversion are checked.
+    "uncompilable": "MuJoCo cannot compile the source (usdforge converted it repaired, with warnings); "
+                    "nothing to compare the decoded model with",
 }
 ROLLOUT_SECONDS = 0.2
 TENDON_TOLERANCE = 1e-6  # m (or rad for fixed tendons of hinges)
@@ -73,12 +79,33 @@ spec, printed = decode(usd)
 deprecations = sorted({line.strip() for line in printed.splitlines() if "deprecat" in line.lower()})
 dec = spec.compile()
 
+try:
+    full = mujoco.MjModel.from_xml_path(source)
+except Exception as exc:  # usdforge converted a repaired model (its warnings say what it left out)
+    data = mujoco.MjData(dec)
+    for _ in range(int(round(seconds / dec.opt.timestep))):
+        mujoco.mj_step(dec, data)
+    if not np.isfinite(data.qpos).all():
+        errors.append(["rollout", f"the decoded model's {seconds} s passive rollout went non-finite"])
+    for line in deprecations:
+        errors.append(["decoder", f"deprecation warning while decoding: {line}"])
+    reason = " ".join(str(exc).split())
+    print(json.dumps({"errors": errors, "limits": [["source", "uncompilable"]], "deprecations": deprecations,
+                      "uncompilable": reason, "summary": {"bodies": 0, "joints": 0, "dofs": int(dec.nv),
+                      "tendons": int(dec.ntendon), "actuators": int(dec.nu), "configurations": 0, "tendon_error": 0.0,
+                      "moment_error": 0.0, "switching": 0, "rollout_steps": 0, "rollout_error": 0.0,
+                      "rollout_sensitivity": 0.0}}))
+    sys.exit(0)
 reference = mujoco.MjSpec.from_file(source)
-full = mujoco.MjModel.from_xml_path(source)
 balls = [j for j in reference.joints if j.type == J.mjJNT_BALL]
 for j in balls:
     limits.append([f"joint '{j.name}'", "ball"])
-for element in balls + (list(reference.keys) if balls else []):
+mocaps = [b for b in reference.bodies if b.mocap]
+for body in mocaps:  # the decoder makes a kinematic (mocap) body a free one: so does the reference
+    limits.append([f"body '{body.name}'", "mocap"])
+    body.mocap = False
+    body.add_freejoint()
+for element in balls + (list(reference.keys) if balls or mocaps else []):
     reference.delete(element)
 src = reference.compile()
 O = mujoco.mjtObj
@@ -95,25 +122,39 @@ def source_name(path):
     attribute = prim.GetAttribute("usdforge:sourceName") if prim else None
     return attribute.Get() if attribute and attribute.HasAuthoredValue() else None
 
+# usdforge's names for source elements (rules.mjcf.bodies and the authoring steps): unnamed ones generated.
+def body_name(m, b):
+    return m.body(b).name or f"body{b}"
+def joint_name(m, j):
+    body = int(m.jnt_bodyid[j])
+    return m.joint(j).name or f"{body_name(m, body)}_joint{j - int(m.body_jntadr[body])}"
+names = {
+    "body": {body_name(src, b): b for b in range(src.nbody)},
+    "joint": {joint_name(src, j): j for j in range(src.njnt)},
+    "tendon": {src.tendon(t).name or f"tendon{t}": t for t in range(src.ntendon)},
+    "actuator": {src.actuator(a).name or f"actuator{a}": a for a in range(src.nu)},
+}
+
 def matched(kind, count, name_of):
     """decoded id -> source id, by the prim's usdforge:sourceName."""
     found = {}
     for d in range(count(dec)):
-        name = source_name(name_of(dec, d))
-        s = mujoco.mj_name2id(src, kind, name) if name else -1
+        s = names[kind].get(source_name(name_of(dec, d)) or "", -1)
         if s >= 0:
             found[d] = s
     return found
 
-O = mujoco.mjtObj
-bodies = matched(O.mjOBJ_BODY, lambda m: m.nbody, lambda m, i: m.body(i).name)
-joints = matched(O.mjOBJ_JOINT, lambda m: m.njnt, lambda m, i: m.joint(i).name)
-tendons = matched(O.mjOBJ_TENDON, lambda m: m.ntendon, lambda m, i: m.tendon(i).name)
-actuators = matched(O.mjOBJ_ACTUATOR, lambda m: m.nu, lambda m, i: m.actuator(i).name)
-# Unnamed source elements are matched by order (their prims carry generated names).
-for mapping, n in ((tendons, "ntendon"), (actuators, "nu")):
-    if not mapping and getattr(dec, n) == getattr(src, n):
-        mapping.update({i: i for i in range(getattr(src, n))})
+bodies = matched("body", lambda m: m.nbody, lambda m, i: m.body(i).name)
+joints = matched("joint", lambda m: m.njnt, lambda m, i: m.joint(i).name)
+tendons = matched("tendon", lambda m: m.ntendon, lambda m, i: m.tendon(i).name)
+actuators = matched("actuator", lambda m: m.nu, lambda m, i: m.actuator(i).name)
+# Free joints have no prim: matched through their bodies.
+for d in range(dec.njnt):
+    if dec.jnt_type[d] == J.mjJNT_FREE and int(dec.jnt_bodyid[d]) in bodies:
+        s_body = bodies[int(dec.jnt_bodyid[d])]
+        free_joints = [j for j in range(src.njnt) if src.jnt_bodyid[j] == s_body and src.jnt_type[j] == J.mjJNT_FREE]
+        if free_joints:
+            joints[d] = free_joints[0]
 
 def count(label, a, b):
     if a != b:
@@ -130,16 +171,18 @@ count("equality constraints", src.neq - flex_equalities, dec.neq)  # a flex's ow
 count("sensors", src.nsensor - full.nsensor, dec.nsensor)
 colliding = lambda m: int(((m.geom_contype != 0) | (m.geom_conaffinity != 0)).sum())
 count("colliding geoms", colliding(src), colliding(dec))
-moving = {src.body(b).name for b in range(1, src.nbody) if src.body_weldid[b] != 0}
-decoded_moving = {src.body(s).name for d, s in bodies.items() if dec.body_weldid[d] != 0}
+moving = {body_name(src, b) for b in range(1, src.nbody) if src.body_weldid[b] != 0}
+decoded_moving = {body_name(src, s) for d, s in bodies.items() if dec.body_weldid[d] != 0}
 for name in sorted(moving - decoded_moving):
     errors.append([f"body '{name}'", "moves in the source but is not a moving body of the decoded USD"])
 
 for d, s in bodies.items():
     if src.body_weldid[s] == 0:
         continue
-    name = f"body '{src.body(s).name}'"
+    name = f"body '{body_name(src, s)}'"
     m_src, m_dec = float(src.body_mass[s]), float(dec.body_mass[d])
+    if m_src == 0.0 and m_dec <= 1e-3:
+        continue  # a massless body gets a placeholder mass (docs/usd_layout.md: mass 0 is never authored)
     if abs(m_dec - m_src) > MASS * max(m_src, 1e-9):
         errors.append([name, f"mass {m_dec:.9g} kg decoded, {m_src:.9g} kg in the source (off by {m_dec - m_src:+.3g} kg)"])
     i_src, i_dec = np.sort(src.body_inertia[s]), np.sort(dec.body_inertia[d])
@@ -149,7 +192,7 @@ for d, s in bodies.items():
                              f"(relative difference {worst:.3g})"])
 
 for d, s in joints.items():
-    name = f"joint '{src.joint(s).name}'"
+    name = f"joint '{joint_name(src, s)}'"
     kind = int(src.jnt_type[s])
     if int(dec.jnt_type[d]) != kind:
         errors.append([name, f"type {int(dec.jnt_type[d])} decoded, {kind} in the source"])
@@ -166,7 +209,7 @@ for d, s in joints.items():
                                  f"range minus ref; off by {off:.3g})"])
 
 for d, s in joints.items():
-    name = f"joint '{src.joint(s).name}'"
+    name = f"joint '{joint_name(src, s)}'"
     a, b = int(dec.jnt_dofadr[d]), int(src.jnt_dofadr[s])
     for label, field in (("damping", "dof_damping"), ("armature", "dof_armature"), ("frictionloss", "dof_frictionloss")):
         mine, theirs = float(getattr(dec, field)[a]), float(getattr(src, field)[b])
@@ -283,7 +326,7 @@ else:
     for d, s in bodies.items():
         off = float(np.max(np.abs(dd.xpos[d] - ds.xpos[s])))
         if off > worst_position:
-            worst_position, worst_body = off, src.body(s).name
+            worst_position, worst_body = off, body_name(src, s)
     if worst_position > max(POSITION, 10.0 * sensitivity):
         errors.append([f"body '{worst_body}'", f"after a {seconds} s passive rollout it is {worst_position:.3g} m "
                        "from where the source's is"])
