@@ -74,3 +74,10 @@ def test_a_flat_height_field_reads_back_as_a_solid():
     result = roundtrip(FIXTURES / "flat_height_field.xml")
     assert result["errors"] == []
     assert result["summary"]["rollout_steps"] == 100
+
+
+def test_moments_on_the_triangle_inequality_survive_single_precision():
+    """A thin disk's A + B = C holds in the USD's floats too, so the decoder accepts the body (before:
+    "inertia must satisfy A + B >= C"), and its inertia reads back within 1e-5."""
+    result = roundtrip(FIXTURES / "thin_disk_inertia.xml")
+    assert result["errors"] == []
