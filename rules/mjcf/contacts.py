@@ -11,8 +11,9 @@ which geoms may touch (contype/conaffinity, welds, parent filtering, ``<contact>
   which MuJoCo 4.0's decoder reads as margin and gap (it calls ``mjc:margin``/``mjc:gap`` deprecated);
   shell inertia (the geom's or its mesh's) as ``newton:massModel = "shell"`` (``NewtonMassAPI``), a mesh's
   ``maxhullvert`` (when set) as ``newton:maxHullVertices`` (``NewtonMeshCollisionAPI``); a mesh's
-  ``convex``/``exact`` inertia, which Newton's schema cannot say, as ``mjc:inertia``
-  (``MjcMeshCollisionAPI``); MuJoCo's default ``legacy`` is left unsaid.
+  ``convex``/``exact`` inertia, which Newton's schema cannot say, as the source datum ``mjcf:meshInertia``
+  (MuJoCo 4.0 calls ``mjc:inertia`` deprecated; bodies carry their compiled mass, so no reader needs it);
+  MuJoCo's default ``legacy`` is left unsaid.
 - contype/conaffinity: one ``UsdPhysics.CollisionGroup`` per (contype, conaffinity) class, filtering the
   classes MuJoCo never lets collide (``contype1 & conaffinity2 == 0`` both ways), when there is more
   than one class or a class that does not collide with itself.
@@ -30,7 +31,7 @@ from pxr import Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
 
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.mjcf.geoms import MESH
-from usdforge.rules.mjcf.usd import MjcfUsd, set_all
+from usdforge.rules.mjcf.usd import MjcfUsd, set_all, set_custom
 from usdforge.rules.usd.stage import unique_name
 
 #: MuJoCo's mesh inertia modes (``mjtMeshInertia``) → ``mjc:inertia`` tokens.
@@ -120,8 +121,10 @@ def author_collision_parameters(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path
             mesh = spec_meshes[int(model.geom_dataid[geom])]
             inertia = MESH_INERTIA[int(mesh.inertia)]
             shell = shell or inertia == "shell"
-            if inertia in ("convex", "exact"):  # no Newton form: kept, though MuJoCo 4.0 calls it deprecated
-                mesh_values["mjc:inertia"] = inertia
+            if inertia in ("convex", "exact"):
+                # Newton's massModel says solid or shell only, and MuJoCo 4.0 calls mjc:inertia deprecated:
+                # the mode is kept as source data (bodies carry their compiled mass, so no reader needs it).
+                mesh_values["mjcf:meshInertia"] = inertia
             if int(mesh.maxhullvert) != -1:
                 newton["newton:maxHullVertices"] = int(mesh.maxhullvert)
         # MuJoCo 4.0's decoder reads margin and gap from Newton's attributes (its own are deprecated);
@@ -132,8 +135,8 @@ def author_collision_parameters(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path
         for path in colliders[geom]:
             prim = usd.spec("mujoco", path)
             set_all(prim, values, ["MjcCollisionAPI"])
-            if mesh_values:
-                set_all(prim, mesh_values, ["MjcMeshCollisionAPI"])
+            for name, value in mesh_values.items():
+                set_custom(prim, name, value)
             if contact:
                 set_all(usd.spec("newton", path), contact, ["NewtonCollisionAPI"])
             if newton:
