@@ -103,3 +103,10 @@ def test_every_conformance_fixture_and_corpus_model_reads_back_equal():
     assert problems == {}
     limited = {name for name, (_, usd) in pairs.items() if results[str(Path(usd).resolve())]["limits"]}
     assert {"agility_cassie", "ball_joints.xml", "bodies.xml", "meshes.xml"} <= limited
+
+
+def test_shell_inertia_reaches_visual_only_geoms():
+    """A shell-inertia mesh used only by a visual geom carries newton:massModel = shell on its prototype
+    mesh, so the decoder reads it back (before: "mesh volume is too small")."""
+    result = roundtrip(FIXTURES / "shell_inertia_visual.xml")
+    assert result["errors"] == []

@@ -236,7 +236,10 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
             name = usd_identifier(model.mesh(mesh).name or f"mesh{mesh}")
             key = (file.parent / f"{name}{file.suffix}") if file is not None else \
                 Path(loaded.path).parent / f"{name}.mesh"
-            library.provide(key, [mujoco_mesh_part(model, mesh)])
+            part = mujoco_mesh_part(model, mesh)
+            if int(loaded.spec.meshes[mesh].inertia) == int(mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL):
+                part = part._replace(mass_model="shell")  # on every geom using it, visual ones included
+            library.provide(key, [part])
             meshes[mesh] = Geometry(kind="mesh", mesh=key)
         return meshes[mesh], pose
     raise ValueError(f"geom type {kind} has no USD geometry")
