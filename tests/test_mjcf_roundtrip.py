@@ -110,3 +110,26 @@ def test_shell_inertia_reaches_visual_only_geoms():
     mesh, so the decoder reads it back (before: "mesh volume is too small")."""
     result = roundtrip(FIXTURES / "shell_inertia_visual.xml")
     assert result["errors"] == []
+
+
+def test_the_oracle_names_the_element_and_the_size_of_a_difference(tmp_path):
+    """doit verify's mujoco-roundtrip check on a USD whose repeated-site tendon lost its mjc:path:indices
+    (as usdforge wrote it before): a failed check with a finding naming the tendon and how far off it is."""
+    import shutil
+
+    from pxr import Sdf, Usd
+
+    from usdforge.rules.verify.roundtrip import roundtrip_check
+
+    engine_python("mujoco-usd")
+    source = FIXTURES / "tendon_paths.xml"
+    shutil.copytree(converted(source, **CORPUS_CFG).usd_path.parent, tmp_path / "out")
+    usd = tmp_path / "out" / "model.usda"
+    layer = Sdf.Layer.FindOrOpen(str(tmp_path / "out" / "payloads" / "Physics" / "mujoco.usda"))
+    tendon = layer.GetPrimAtPath("/tendon_roundtrip/Tendons/repeat")
+    tendon.RemoveProperty(tendon.attributes["mjc:path:indices"])
+    layer.Save()
+    result = roundtrip_check(source, usd, Usd.Stage.Open(str(usd)), BUILD)
+    assert result.status == "failed"
+    messages = [f.message for f in result.errors]
+    assert any(m.startswith("tendon 'repeat': length") and "(off by" in m for m in messages), messages
