@@ -8,7 +8,8 @@ which geoms may touch (contype/conaffinity, welds, parent filtering, ``<contact>
   USD decoder only reads that binding, for all purposes too (colliders are never rendered).
 - ``MjcCollisionAPI`` on each collider: condim, priority, solmix, solref, solimp, group; margin and gap
   (when not zero) as ``newton:contactMargin``/``newton:contactGap`` (``NewtonCollisionAPI``, newton layer),
-  which MuJoCo 4.0's decoder reads as margin and gap (it calls ``mjc:margin``/``mjc:gap`` deprecated);
+  which MuJoCo 4.0's decoder reads as margin and gap (it calls ``mjc:margin``/``mjc:gap`` deprecated) and
+  Newton 1.8 as its shape margin and gap (equal to its ``add_mjcf``'s, measured);
   shell inertia (the geom's or its mesh's) as ``newton:massModel = "shell"`` (``NewtonMassAPI``), a mesh's
   ``maxhullvert`` (when set) as ``newton:maxHullVertices`` (``NewtonMeshCollisionAPI``); a mesh's
   ``convex``/``exact`` inertia, which Newton's schema cannot say, as the source datum ``mjcf:meshInertia``
