@@ -11,7 +11,8 @@ which geoms may touch (contype/conaffinity, welds, parent filtering, ``<contact>
   which MuJoCo 4.0's decoder reads as margin and gap (it calls ``mjc:margin``/``mjc:gap`` deprecated) and
   Newton 1.8 as its shape margin and gap (equal to its ``add_mjcf``'s, measured);
   shell inertia (the geom's or its mesh's) as ``newton:massModel = "shell"`` (``NewtonMassAPI``), a mesh's
-  ``maxhullvert`` (when set) as ``newton:maxHullVertices`` (``NewtonMeshCollisionAPI``); a mesh's
+  ``maxhullvert`` as ``newton:maxHullVertices`` (``NewtonMeshCollisionAPI``; -1, no limit, included:
+  unsaid, Newton 1.8 limits hulls to 64 vertices); a mesh's
   ``convex``/``exact`` inertia, which Newton's schema cannot say, as the source datum ``mjcf:meshInertia``
   (MuJoCo 4.0 calls ``mjc:inertia`` deprecated; bodies carry their compiled mass, so no reader needs it);
   MuJoCo's default ``legacy`` is left unsaid.
@@ -126,11 +127,11 @@ def author_collision_parameters(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path
                 # Newton's massModel says solid or shell only, and MuJoCo 4.0 calls mjc:inertia deprecated:
                 # the mode is kept as source data (bodies carry their compiled mass, so no reader needs it).
                 mesh_values["mjcf:meshInertia"] = inertia
-            if int(mesh.maxhullvert) != -1:
-                newton["newton:maxHullVertices"] = int(mesh.maxhullvert)
+            # Always said, -1 (no limit) included: unsaid, Newton limits hulls to 64 vertices.
+            newton["newton:maxHullVertices"] = int(mesh.maxhullvert)
         # MuJoCo 4.0's decoder reads margin and gap from Newton's attributes (its own are deprecated);
         # zero, MuJoCo's default and the decoder's, is left unsaid. Likewise shell inertia
-        # (newton:massModel) and the hull's vertex budget (MuJoCo's default -1: no limit).
+        # (newton:massModel); the hull's vertex budget (-1: no limit) is said on every mesh collider.
         contact = {name: float(value) for name, value in (("newton:contactMargin", model.geom_margin[geom]),
                                                           ("newton:contactGap", model.geom_gap[geom])) if value}
         for path in colliders[geom]:
