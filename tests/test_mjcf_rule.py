@@ -219,9 +219,10 @@ def test_geoms_meshes_ellipsoids_hfields_and_materials(tmp_path):
     assert ghost and not stage.GetPrimAtPath(egg.GetPath().AppendPath("collisions/ghost"))
     terrain = [p for p in Usd.PrimRange.Stage(stage, Usd.TraverseInstanceProxies())
                if p.IsA(UsdGeom.Mesh) and p.HasAPI(UsdPhysics.CollisionAPI) and "/world/" in str(p.GetPath())]
-    assert len(terrain) == 1 and len(UsdGeom.Mesh(terrain[0]).GetPointsAttr().Get()) == 12
+    # MuJoCo's solid: the 3×4 grid, a base vertex under each of its 10 boundary vertices and the base's centre
+    assert len(terrain) == 1 and len(UsdGeom.Mesh(terrain[0]).GetPointsAttr().Get()) == 12 + 10 + 1
     heights = sorted({round(p[2], 6) for p in UsdGeom.Mesh(terrain[0]).GetPointsAttr().Get()})
-    assert heights == [0.0, 0.5]
+    assert heights == [-0.1, 0.0, 0.5]
     textures = [p for p in converted(model).files if p.suffix == ".png"]
     assert len(textures) == 1  # the builtin checker, from MuJoCo's texels
 
@@ -436,7 +437,8 @@ def test_scene_options_and_flags():
     scene = next(p for p in stage.Traverse() if p.IsA(UsdPhysics.Scene))
     assert UsdPhysics.Scene(scene).GetGravityMagnitudeAttr().Get() == pytest.approx(5.0)
     assert tuple(UsdPhysics.Scene(scene).GetGravityDirectionAttr().Get()) == (0.0, 0.0, -1.0)
-    assert scene.GetAttribute("mjc:option:timestep").Get() == pytest.approx(0.01)
+    # 0.01 s is 100 steps per second exactly: said once, as Newton's (MuJoCo's decoder reads it there)
+    assert not scene.GetAttribute("mjc:option:timestep").HasAuthoredValue()
     assert scene.GetAttribute("mjc:option:integrator").Get() == "rk4"
     assert scene.GetAttribute("mjc:option:solver").Get() == "cg"
     assert scene.GetAttribute("mjc:flag:contact").Get() is False and scene.GetAttribute("mjc:flag:energy").Get()

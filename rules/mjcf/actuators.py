@@ -148,8 +148,9 @@ def author_actuators(usd: MjcfUsd, cfg: MjcfConverterCfg) -> None:
         if target is None:
             usd.warnings.append(f"actuator '{source or actuator}' acts on {what}, which has no USD prim "
                                 f"(a free joint); kept without a target")
-        prim = usd.define("mujoco", scope.AppendChild(unique_name(source or f"actuator{actuator}", taken)),
-                          "MjcActuator")
+        path = scope.AppendChild(unique_name(source or f"actuator{actuator}", taken))
+        prim = usd.define("mujoco", path, "MjcActuator")
+        usd.actuator_paths[actuator] = path
         set_custom(prim, "usdforge:sourceName", source or f"actuator{actuator}")
         kind = int(model.actuator_trntype[actuator])
         if target is not None:
@@ -187,7 +188,8 @@ def author_actuators(usd: MjcfUsd, cfg: MjcfConverterCfg) -> None:
             "mjc:dynPrm": model.actuator_dynprm[actuator],
             "mjc:gainType": params.gaintype, "mjc:gainPrm": params.gainprm,
             "mjc:biasType": params.biastype, "mjc:biasPrm": params.biasprm,
-            "mjc:actDim": int(model.actuator_actnum[actuator]),
+            # A plugin actuator's activations are the plugin's (rules.mjcf.lost): none without it.
+            "mjc:actDim": int(model.actuator_actnum[actuator]) if model.actuator_plugin[actuator] < 0 else 0,
             "mjc:actEarly": bool(model.actuator_actearly[actuator]),
             # The compiled ctrlrange already holds what inheritrange asked for (in MuJoCo's coordinates).
             "mjc:inheritRange": 0.0,

@@ -6,8 +6,16 @@ which geoms may touch (contype/conaffinity, welds, parent filtering, ``<contact>
   static and dynamic friction; torsional and rolling → ``newton:torsionalFriction`` /
   ``newton:rollingFriction``), bound to each collider for the "physics" purpose and, because MuJoCo's
   USD decoder only reads that binding, for all purposes too (colliders are never rendered).
-- ``MjcCollisionAPI`` on each collider: condim, gap, margin, priority, solmix, solref, solimp, group;
-  ``MjcMeshCollisionAPI`` on mesh colliders: the mesh's inertia mode and ``maxhullvert``.
+- ``MjcCollisionAPI`` on each collider: condim, priority, solmix, solref, solimp, group; margin and gap
+  (when not zero) as ``newton:contactMargin``/``newton:contactGap`` (``NewtonCollisionAPI``, newton layer),
+  which MuJoCo 4.0's decoder reads as margin and gap (it calls ``mjc:margin``/``mjc:gap`` deprecated) and
+  Newton 1.8 as its shape margin and gap (equal to its ``add_mjcf``'s, measured);
+  shell inertia (the geom's or its mesh's) as ``newton:massModel = "shell"`` (``NewtonMassAPI``), a mesh's
+  ``maxhullvert`` as ``newton:maxHullVertices`` (``NewtonMeshCollisionAPI``; -1, no limit, included:
+  unsaid, Newton 1.8 limits hulls to 64 vertices); a mesh's
+  ``convex``/``exact`` inertia, which Newton's schema cannot say, as the source datum ``mjcf:meshInertia``
+  (MuJoCo 4.0 calls ``mjc:inertia`` deprecated; bodies carry their compiled mass, so no reader needs it);
+  MuJoCo's default ``legacy`` is left unsaid.
 - contype/conaffinity: one ``UsdPhysics.CollisionGroup`` per (contype, conaffinity) class, filtering the
   classes MuJoCo never lets collide (``contype1 & conaffinity2 == 0`` both ways), when there is more
   than one class or a class that does not collide with itself.
@@ -25,7 +33,7 @@ from pxr import Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
 
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.mjcf.geoms import MESH
-from usdforge.rules.mjcf.usd import MjcfUsd, set_all
+from usdforge.rules.mjcf.usd import MjcfUsd, set_all, set_custom
 from usdforge.rules.usd.stage import unique_name
 
 #: MuJoCo's mesh inertia modes (``mjtMeshInertia``) → ``mjc:inertia`` tokens.
@@ -106,22 +114,37 @@ def author_collision_parameters(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path
     # MjSpec's element lists are rebuilt on every access: taken once (per geom, it was O(N²)).
     spec_geoms, spec_meshes = list(spec.geoms), list(spec.meshes)
     for geom in sorted(colliders):
-        values = {"mjc:condim": int(model.geom_condim[geom]), "mjc:gap": model.geom_gap[geom],
-                  "mjc:margin": model.geom_margin[geom], "mjc:priority": int(model.geom_priority[geom]),
+        values = {"mjc:condim": int(model.geom_condim[geom]), "mjc:priority": int(model.geom_priority[geom]),
                   "mjc:solmix": model.geom_solmix[geom], "mjc:solref": model.geom_solref[geom],
                   "mjc:solimp": model.geom_solimp[geom], "mjc:group": int(model.geom_group[geom])}
         shell = int(spec_geoms[geom].typeinertia) == int(mujoco.mjtGeomInertia.mjINERTIA_SHELL)
-        if shell:
-            values["mjc:shellinertia"] = True
-        mesh_values = {}
+        mesh_values, newton = {}, {}
         if int(model.geom_type[geom]) == MESH:
             mesh = spec_meshes[int(model.geom_dataid[geom])]
-            mesh_values = {"mjc:inertia": MESH_INERTIA[int(mesh.inertia)], "mjc:maxhullvert": int(mesh.maxhullvert)}
+            inertia = MESH_INERTIA[int(mesh.inertia)]
+            shell = shell or inertia == "shell"
+            if inertia in ("convex", "exact"):
+                # Newton's massModel says solid or shell only, and MuJoCo 4.0 calls mjc:inertia deprecated:
+                # the mode is kept as source data (bodies carry their compiled mass, so no reader needs it).
+                mesh_values["mjcf:meshInertia"] = inertia
+            # Always said, -1 (no limit) included: unsaid, Newton limits hulls to 64 vertices.
+            newton["newton:maxHullVertices"] = int(mesh.maxhullvert)
+        # MuJoCo 4.0's decoder reads margin and gap from Newton's attributes (its own are deprecated);
+        # zero, MuJoCo's default and the decoder's, is left unsaid. Likewise shell inertia
+        # (newton:massModel); the hull's vertex budget (-1: no limit) is said on every mesh collider.
+        contact = {name: float(value) for name, value in (("newton:contactMargin", model.geom_margin[geom]),
+                                                          ("newton:contactGap", model.geom_gap[geom])) if value}
         for path in colliders[geom]:
             prim = usd.spec("mujoco", path)
             set_all(prim, values, ["MjcCollisionAPI"])
-            if mesh_values:
-                set_all(prim, mesh_values, ["MjcMeshCollisionAPI"])
+            for name, value in mesh_values.items():
+                set_custom(prim, name, value)
+            if contact:
+                set_all(usd.spec("newton", path), contact, ["NewtonCollisionAPI"])
+            if newton:
+                set_all(usd.spec("newton", path), newton, ["NewtonMeshCollisionAPI"])
+            if shell:
+                set_all(usd.spec("newton", path), {"newton:massModel": "shell"}, ["NewtonMassAPI"])
 
 
 def author_collision_groups(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]]) -> None:

@@ -21,11 +21,12 @@ from usdforge.rules.conversion_warnings import note, warn
 from usdforge.rules.usd.finite import names_the_asset
 from usdforge.rules.mjcf.actuators import TRN_JOINT, apply_drives, author_actuators
 from usdforge.rules.mjcf.bodies import read_bodies
-from usdforge.rules.mjcf.contacts import author_contacts
+from usdforge.rules.mjcf.contacts import author_contacts, collider_paths
 from usdforge.rules.mjcf.dynamics import author_body_dynamics, author_joint_dynamics
 from usdforge.rules.mjcf.equality import author_joint_equalities, author_loop_closures, joint_mimics
 from usdforge.rules.mjcf.geoms import read_geoms
 from usdforge.rules.mjcf.load import LoadedModel, compile_repaired, load_mjcf
+from usdforge.rules.mjcf.lost import author_plugin_data, lost_elements
 from usdforge.rules.mjcf.records import author_records, author_sites
 from usdforge.rules.mjcf.scene import author_scene
 from usdforge.rules.mjcf.tendons import author_tendons
@@ -96,7 +97,7 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
         meshes = MeshLibrary()
         geoms = read_geoms(loaded, robot, bodies, Path(scratch), meshes, cfg.collision_from_visuals)
         targets = apply_drives(robot, loaded, bodies, cfg)
-        messages = list(loaded.warnings) + joint_mimics(robot, loaded, bodies)
+        messages = list(loaded.warnings) + joint_mimics(robot, loaded, bodies) + lost_elements(model)
         usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
         options = RobotUsdOptions.from_cfg(cfg)
 
@@ -109,6 +110,7 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
             author_joint_dynamics(usd, targets)
             author_body_dynamics(usd)
             author_contacts(usd, cfg.self_collision)
+            author_plugin_data(usd, collider_paths(usd), usd.actuator_paths)
             author_loop_closures(usd)
             author_joint_equalities(usd)
             if cfg.import_physics_scene:

@@ -1,11 +1,12 @@
 """MuJoCo joint and body dynamics that UsdPhysics has no attribute for, per engine layer, and the fixes
 the shared writer needs for MJCF semantics.
 
-- mujoco layer, ``MjcJointAPI``: armature, damping, frictionloss, stiffness, springref (shifted by ``ref``
-  like every joint coordinate), margin, group, limit and friction solver parameters, actuator force range
-  and gravity compensation, in SI units per radian (the scene says ``mjc:compiler:angle = "radian"``);
-  ``mjc:gravcomp`` on bodies.
-- newton layer, ``NewtonJointAPI``: armature, damping (per degree for angular joints), friction, and the
+- mujoco layer, ``MjcJointAPI``: stiffness, springref (shifted by ``ref`` like every joint coordinate),
+  margin, group, limit and friction solver parameters, actuator force range and gravity compensation, in
+  SI units per radian (the scene says ``mjc:compiler:angle = "radian"``); ``mjc:gravcomp`` on bodies.
+- newton layer, ``NewtonJointAPI``: armature, damping (per degree for angular joints), friction (MuJoCo's
+  frictionloss) — MuJoCo 4.0's decoder reads these and calls its own ``mjc:armature``/``damping``/
+  ``frictionloss`` deprecated, so they are written once, here — and the
   joint-limit spring of MuJoCo's ``solreflimit`` (stiffness ``1/(timeconst·dampratio)²``, damping
   ``2/timeconst``, per degree; or MuJoCo's direct ``(-stiffness, -damping)`` form).
 - physics layer: ``usdforge:ref`` (MuJoCo's ``ref``, rad or m) on hinge and slide joints, the cone limit
@@ -59,8 +60,7 @@ def author_joint_dynamics(usd: MjcfUsd, drive_targets: dict[str, float]) -> None
         angular = kind != SLIDE
         qpos = int(model.jnt_qposadr[joint])
         values = {
-            "mjc:armature": model.dof_armature[dof], "mjc:damping": model.dof_damping[dof],
-            "mjc:frictionloss": model.dof_frictionloss[dof], "mjc:stiffness": model.jnt_stiffness[joint],
+            "mjc:stiffness": model.jnt_stiffness[joint],
             "mjc:margin": model.jnt_margin[joint], "mjc:group": int(model.jnt_group[joint]),
             "mjc:solreflimit": model.jnt_solref[joint], "mjc:solimplimit": model.jnt_solimp[joint],
             "mjc:solreffriction": model.dof_solref[dof], "mjc:solimpfriction": model.dof_solimp[dof],

@@ -3,10 +3,13 @@
 - connect → a ``UsdPhysics.SphericalJoint`` and weld → a ``UsdPhysics.FixedJoint``, both with
   ``physics:excludeFromArticulation = 1`` (loop closures outside the articulation tree), ``jointEnabled``
   = MuJoCo's ``active``, and ``MjcEqualityConnectAPI`` / ``MjcEqualityWeldAPI`` (solref, solimp,
-  torquescale). A connect keeps MuJoCo's two anchors (body1's and body2's); a weld's frames are
-  ``relpose·anchor`` in body1 and ``anchor`` in body2, so the joint holds body2 at ``relpose`` in body1.
-  Site-based constraints use the sites' frames in their bodies; the world (or a world-welded body) as
-  MuJoCo's body2 becomes the joint's empty ``body0``.
+  torquescale). A connect keeps MuJoCo's two anchors (body1's and body2's); a weld's frames are MuJoCo's
+  compiled ``relpose·anchor`` in body1 and ``anchor`` in body2, so the joint holds body2 at ``relpose`` in
+  body1.
+  Site-based constraints join the two site prims (guide prims in their bodies) with identity frames,
+  which MuJoCo's decoder reads as site-based (the sites are pulled together even where they are apart at
+  rest); otherwise the world (or a world-welded body) as MuJoCo's body2 becomes the joint's empty
+  ``body0``.
 - joint → a mimic coupling of the follower joint (``q1 = coef0 + coef1·q2``, exact in USD coordinates
   because both sides are measured from qpos0), given to the Robot before writing (``joint_mimics``) and
   completed here with ``MjcEqualityJointAPI`` (higher coefficients, solref, solimp).
@@ -84,9 +87,9 @@ def _frames(usd: MjcfUsd, equality: int) -> tuple[int, int, np.ndarray, np.ndarr
         return b1, b2, f1, f2
     if kind == CONNECT:
         return o1, o2, translation(data[0:3]), translation(data[3:6])
-    anchor = translation(data[0:3])
-    relpose = pose_matrix(data[3:6], data[6:10])
-    return o1, o2, relpose @ anchor, anchor
+    # A compiled weld holds body1's point data[3:6] (MuJoCo's relpose already applied to the anchor,
+    # relpose from qpos0 where the source gave none), turned by data[6:10], on body2's point data[0:3].
+    return o1, o2, pose_matrix(data[3:6], data[6:10]), translation(data[0:3])
 
 
 def _world_frame(usd: MjcfUsd, body: int, frame: np.ndarray) -> tuple[Sdf.Path | None, np.ndarray]:
@@ -113,6 +116,8 @@ def author_loop_closures(usd: MjcfUsd) -> None:
         path2, frame2 = _world_frame(usd, b2, f2)
         if path2 is None:  # the world must be body0: MuJoCo's decoder needs a body1
             path1, frame1, path2, frame2 = path2, frame2, path1, frame1
+        sites = [usd.site_paths.get(int(o)) for o in (model.eq_obj1id[equality], model.eq_obj2id[equality])]
+        site_based = int(model.eq_objtype[equality]) == _SITE and None not in sites
         name = equality_name(model, equality)
         path = scope.AppendChild(unique_name(name, taken))
         joint = (UsdPhysics.SphericalJoint if kind == CONNECT else UsdPhysics.FixedJoint).Define(physics, path)
@@ -120,7 +125,14 @@ def author_loop_closures(usd: MjcfUsd) -> None:
             joint.CreateBody0Rel().SetTargets([path1])
         if path2 is not None:
             joint.CreateBody1Rel().SetTargets([path2])
-        if kind == CONNECT:
+        if site_based:
+            # The joint between the two sites themselves, frames at the sites: MuJoCo's decoder reads that
+            # as MuJoCo's site-based constraint (the sites pulled together, whatever their rest poses);
+            # read as body anchors it would hold the bodies as they are at rest.
+            joint.CreateBody0Rel().SetTargets([sites[1]])
+            joint.CreateBody1Rel().SetTargets([sites[0]])
+            frame1, frame2 = np.eye(4), np.eye(4)
+        elif kind == CONNECT:
             # Only the anchors matter; orient both frames as the world so they agree at rest.
             rotation0 = _body_rotation(usd, path1)
             rotation1 = _body_rotation(usd, path2)

@@ -6,7 +6,9 @@ Geometry is MuJoCo's compiled geometry (``fromto`` resolved, fitted geoms fitted
 - ellipsoid → a tessellated mesh, MuJoCo's builtin icosphere scaled (UsdPhysics ignores a non-uniform sphere scale);
 - mesh → MuJoCo's compiled mesh (its reading of the file, ``scale`` applied, a mirrored one re-wound,
   in MuJoCo's mesh frame with the compiled geom pose), once per mesh asset however many geoms use it;
-- hfield → a triangle mesh of MuJoCo's compiled elevation grid.
+- hfield → a closed triangle mesh of MuJoCo's compiled elevation grid, its walls and base;
+- sdf → its mesh (the one MuJoCo renders, made by the SDF plugin), visual and collider; the plugin and
+  its configuration are kept as ``mjcf:sdf:*`` data (``rules.mjcf.lost``), with a warning.
 
 A geom is a collider when MuJoCo collides with it (contype or conaffinity non-zero), or every geom with
 ``collision_from_visuals``. Colliders are hidden (purpose guide), so a collider MuJoCo also renders (groups
@@ -40,6 +42,7 @@ _GEOM = mujoco.mjtGeom
 PLANE, HFIELD, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX, MESH = (
     int(_GEOM.mjGEOM_PLANE), int(_GEOM.mjGEOM_HFIELD), int(_GEOM.mjGEOM_SPHERE), int(_GEOM.mjGEOM_CAPSULE),
     int(_GEOM.mjGEOM_ELLIPSOID), int(_GEOM.mjGEOM_CYLINDER), int(_GEOM.mjGEOM_BOX), int(_GEOM.mjGEOM_MESH))
+SDF = int(_GEOM.mjGEOM_SDF)
 _RGB_ROLE = int(mujoco.mjtTextureRole.mjTEXROLE_RGB)
 
 
@@ -81,20 +84,32 @@ def ellipsoid_surface(radii: tuple[float, ...]) -> Surface:
 
 
 def hfield_mesh(model: mujoco.MjModel, hfield: int) -> Surface:
-    """The height field's top surface as triangles: MuJoCo's grid, x across columns and y across rows,
-    spanning ±size[0] × ±size[1] m, heights = elevation (0..1) × size[2] m."""
+    """The height field as MuJoCo's solid: the top surface (MuJoCo's grid, x across columns and y across
+    rows, spanning ±size[0] × ±size[1] m, heights = elevation (0..1) × size[2] m), walls down to the base
+    at -size[3] m and the base, all outward. A closed surface has a volume, so MuJoCo's USD decoder accepts
+    it even where the terrain is flat (an open sheet has none: "mesh volume is too small")."""
     rows, cols = int(model.hfield_nrow[hfield]), int(model.hfield_ncol[hfield])
-    sx, sy, sz, _base = (float(v) for v in model.hfield_size[hfield])
+    sx, sy, sz, base = (float(v) for v in model.hfield_size[hfield])
     start = model.hfield_adr[hfield]
     heights = np.asarray(model.hfield_data[start:start + rows * cols], dtype=np.float64).reshape(rows, cols)
     x = np.linspace(-sx, sx, cols)
     y = np.linspace(-sy, sy, rows)
     grid_x, grid_y = np.meshgrid(x, y)
-    vertices = np.stack([grid_x, grid_y, heights * sz], axis=-1).reshape(-1, 3)
+    top = np.stack([grid_x, grid_y, heights * sz], axis=-1).reshape(-1, 3)
     index = np.arange(rows * cols).reshape(rows, cols)
     a, b, c, d = index[:-1, :-1], index[:-1, 1:], index[1:, :-1], index[1:, 1:]
-    faces = np.concatenate([np.stack([a, b, d], -1).reshape(-1, 3), np.stack([a, d, c], -1).reshape(-1, 3)])
-    return Surface(vertices, faces)
+    faces = [np.stack([a, b, d], -1).reshape(-1, 3), np.stack([a, d, c], -1).reshape(-1, 3)]
+    # The boundary, counter-clockwise seen from above, and a base vertex under each of its vertices.
+    ring = np.concatenate([index[0, :-1], index[:-1, -1], index[-1, :0:-1], index[:0:-1, 0]])
+    below = top[ring] * np.array([1.0, 1.0, 0.0]) - np.array([0.0, 0.0, base])
+    under = rows * cols + np.arange(len(ring))
+    centre = rows * cols + len(ring)
+    p, q = ring, np.roll(ring, -1)
+    p_, q_ = under, np.roll(under, -1)
+    faces += [np.stack([p, p_, q_], -1), np.stack([p, q_, q], -1),
+              np.stack([np.full_like(p_, centre), q_, p_], -1)]
+    vertices = np.concatenate([top, below, [[0.0, 0.0, -base]]])
+    return Surface(vertices, np.concatenate(faces).astype(np.int64))
 
 
 def texture_png(model: mujoco.MjModel, texture: int, path: Path) -> Path:
@@ -207,7 +222,12 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
             library.provide(key, [MeshPart(name, np.asarray(surface.vertices), np.asarray(surface.faces))])
             meshes[-1 - hfield] = Geometry(kind="mesh", mesh=key)
         return meshes[-1 - hfield], pose
-    if kind == MESH:
+    if kind == SDF and int(model.geom_dataid[geom]) < 0:
+        from usdforge.rules.errors import ConversionError
+        name = model.geom(geom).name or f"geom {geom} of body '{model.body(int(model.geom_bodyid[geom])).name}'"
+        raise ConversionError(loaded.path, f"SDF geom '{name}' has no mesh to write it as (USD has no signed "
+                              "distance field geometry): give it mesh=\"...\"", f"<geom name=\"{name}\">")
+    if kind in (MESH, SDF):  # an SDF geom is written as its (plugin-made) mesh
         mesh = int(model.geom_dataid[geom])
         if mesh not in meshes:
             # MuJoCo's own reading of the file (or of the MJCF's vertices): what it simulates, and read
@@ -216,7 +236,10 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
             name = usd_identifier(model.mesh(mesh).name or f"mesh{mesh}")
             key = (file.parent / f"{name}{file.suffix}") if file is not None else \
                 Path(loaded.path).parent / f"{name}.mesh"
-            library.provide(key, [mujoco_mesh_part(model, mesh)])
+            part = mujoco_mesh_part(model, mesh)
+            if int(loaded.spec.meshes[mesh].inertia) == int(mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL):
+                part = part._replace(mass_model="shell")  # on every geom using it, visual ones included
+            library.provide(key, [part])
             meshes[mesh] = Geometry(kind="mesh", mesh=key)
         return meshes[mesh], pose
     raise ValueError(f"geom type {kind} has no USD geometry")

@@ -1,11 +1,12 @@
 """``import_physics_scene``: MuJoCo's ``<option>`` as a ``UsdPhysics.Scene`` at ``/<robot>/PhysicsScene``.
 
-physics layer: gravity direction and magnitude (m/s²). mujoco layer, ``MjcSceneAPI``: the time step (s),
-solver, integrator, tolerances, global contact overrides, medium (density, viscosity, wind, magnetic
-field) and every ``<flag>``, plus ``mjc:compiler:angle = "radian"``: every angle-valued ``mjc:``
-attribute usdforge writes is in radians. newton layer, ``NewtonSceneAPI``: steps per second, solver
-iterations, gravity on/off. physx layer, ``PhysxSceneAPI``: steps per second.
-"""
+physics layer: gravity direction and magnitude (m/s²). mujoco layer, ``MjcSceneAPI``: solver, integrator,
+tolerances, global contact overrides, medium (density, viscosity, wind, magnetic field), every ``<flag>``
+but gravity, the time step (s) only when a whole number of steps per second cannot say it, plus
+``mjc:compiler:angle = "radian"``: every angle-valued ``mjc:`` attribute usdforge writes is in radians.
+newton layer, ``NewtonSceneAPI``: steps per second, solver iterations, gravity on/off (MuJoCo 4.0's
+decoder reads these and calls ``mjc:option:timestep``, ``mjc:option:iterations`` and ``mjc:flag:gravity``
+deprecated). physx layer, ``PhysxSceneAPI``: steps per second."""
 
 from __future__ import annotations
 
@@ -72,11 +73,17 @@ def author_scene(usd: MjcfUsd) -> Sdf.Path:
         "mjc:option:sdf_initpoints": option.sdf_initpoints,
         **scene_flags(option),
     }
-    set_all(usd.ctx.prim("mujoco", path), values, ["MjcSceneAPI"])
     steps = int(round(1.0 / option.timestep)) if option.timestep > 0 else 500
+    # MuJoCo 4.0's decoder reads these from the newton layer and calls its own deprecated; the time step
+    # stays here only when a whole number of steps per second cannot say it.
+    del values["mjc:option:iterations"], values["mjc:flag:gravity"]
+    if 1.0 / steps == option.timestep:
+        del values["mjc:option:timestep"]
+    set_all(usd.ctx.prim("mujoco", path), values, ["MjcSceneAPI"])
     set_all(usd.ctx.prim("newton", path), {
         "newton:timeStepsPerSecond": steps, "newton:maxSolverIterations": int(option.iterations),
-        "newton:gravityEnabled": values["mjc:flag:gravity"]}, ["NewtonSceneAPI"])
+        "newton:gravityEnabled": not option.disableflags & int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)},
+        ["NewtonSceneAPI"])
     physx = usd.ctx.prim("physx", path)
     physx.AddAppliedSchema("PhysxSceneAPI")
     physx.CreateAttribute("physxScene:timeStepsPerSecond", Sdf.ValueTypeNames.UInt, custom=False).Set(steps)

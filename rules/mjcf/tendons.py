@@ -4,7 +4,10 @@ models tendons, MuJoCo's USD decoder reads these.
 A fixed tendon's path lists joints with their coefficients; its length is measured in USD joint
 coordinates (MuJoCo's minus ``ref``), so its range and spring length are shifted by ``-Σ coef·ref``. A
 spatial tendon's path lists sites and wrapping geoms, ``mjc:path:segments``/``divisors`` carry the
-pulleys, ``mjc:sideSites`` the side sites of wrapping geoms.
+pulleys, ``mjc:sideSites`` the side sites of wrapping geoms with ``mjc:sideSites:indices`` one per path
+element (-1 where it has none: a site, or a geom wrapped on either side). A relationship lists each prim
+once, so a path visiting one twice (a pulley's shared site, a repeated site) also gets
+``mjc:path:indices``, its order as indices into ``mjc:path``; a path that visits each once needs none.
 """
 
 from __future__ import annotations
@@ -55,12 +58,13 @@ def author_tendons(usd: MjcfUsd, merge_mesh: bool) -> None:
         start, count = int(model.tendon_adr[tendon]), int(model.tendon_num[tendon])
         kinds = [int(model.wrap_type[w]) for w in range(start, start + count)]
         fixed = all(kind == WRAP_JOINT for kind in kinds)
-        targets: list[Sdf.Path] = []
+        targets: list[Sdf.Path] = []  # each prim once (a relationship cannot repeat a target)
+        indices: list[int] = []  # per wrap element (pulleys aside): its target's index in ``targets``
         coefs: list[float] = []
         segments: list[int] = []
         divisors: list[float] = [1.0]
         side_sites: list[Sdf.Path] = []
-        side_indices: list[int] = []  # per wrapping geom
+        side_indices: list[int] = []  # per wrap element: its side site's index in ``side_sites``, -1: none
         shift = 0.0
         missing = []
         for wrap in range(start, start + count):
@@ -68,27 +72,30 @@ def author_tendons(usd: MjcfUsd, merge_mesh: bool) -> None:
             if kind == WRAP_PULLEY:
                 divisors.append(prm)
                 continue
+            side = -1
             if kind == WRAP_JOINT:
                 target = usd.joint_path(obj)
-                coefs.append(prm)
-                shift += prm * joint_ref(model, obj)
             elif kind == WRAP_SITE:
                 target = usd.site_paths.get(obj)
             else:
                 found = colliders.get(obj) or []
                 target = found[0] if found else visuals.get(obj)
-                side = int(prm)
-                if side >= 0 and side in usd.site_paths:
-                    if usd.site_paths[side] not in side_sites:
-                        side_sites.append(usd.site_paths[side])
-                    side_indices.append(side_sites.index(usd.site_paths[side]))
-                else:
-                    side_indices.append(-1)  # one entry per wrapping geom, -1: no side site
+                side_path = usd.site_paths.get(int(prm)) if int(prm) >= 0 else None
+                if side_path is not None:
+                    if side_path not in side_sites:
+                        side_sites.append(side_path)
+                    side = side_sites.index(side_path)
             if target is None:
                 missing.append(f"{kind}:{obj}")
                 continue
-            targets.append(target)
+            if kind == WRAP_JOINT:
+                coefs.append(prm)
+                shift += prm * joint_ref(model, obj)
+            if target not in targets:
+                targets.append(target)
+            indices.append(targets.index(target))
             segments.append(len(divisors) - 1)
+            side_indices.append(side)
         if missing:
             usd.warnings.append(f"tendon '{source}' wraps elements without a USD prim ({', '.join(missing)})")
         relationship(prim, "mjc:path", targets)
@@ -110,28 +117,16 @@ def author_tendons(usd: MjcfUsd, merge_mesh: bool) -> None:
             "mjc:springlength": spring, "mjc:stiffness": model.tendon_stiffness[tendon],
             "mjc:damping": model.tendon_damping[tendon], "mjc:armature": model.tendon_armature[tendon],
         }
+        if indices != list(range(len(targets))):  # a target visited twice: the order needs saying
+            values["mjc:path:indices"] = indices
         if fixed:
             values["mjc:path:coef"] = coefs
         else:
             if len(divisors) > 1:
                 values["mjc:path:segments"] = segments
                 values["mjc:path:divisors"] = divisors
-            geoms = [i for i, kind in enumerate(k for k in kinds if k != WRAP_PULLEY) if kind in WRAP_GEOMS]
-            indices = _side_site_indices(kinds, side_indices)
-            if side_sites and all(indices[i] >= 0 for i in geoms):
+            if side_sites:
                 relationship(prim, "mjc:sideSites", side_sites)
-                values["mjc:sideSites:indices"] = [max(i, 0) for i in indices]
-            elif side_sites:
-                usd.warnings.append(f"tendon '{source}': only some wrapping geoms have side sites, which "
-                                    "MjcTendon cannot say; side sites left out")
+                values["mjc:sideSites:indices"] = side_indices
         set_all(prim, values)
 
-
-def _side_site_indices(kinds: list[int], geom_sides: list[int]) -> list[int]:
-    """One side-site index per non-pulley wrap (-1 where none), from the geoms' own indices."""
-    out, geoms = [], iter(geom_sides)
-    for kind in kinds:
-        if kind == WRAP_PULLEY:
-            continue
-        out.append(next(geoms) if kind in WRAP_GEOMS else -1)
-    return out

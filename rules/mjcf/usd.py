@@ -73,7 +73,8 @@ NEWTON_TYPES: dict[str, Sdf.ValueTypeName] = {
     "newton:armature": _T.Float, "newton:damping": _T.Float, "newton:friction": _T.Float,
     "newton:limitStiffness": _T.Float, "newton:limitDamping": _T.Float,
     "newton:torsionalFriction": _T.Float, "newton:rollingFriction": _T.Float,
-    "newton:contactMargin": _T.Float, "newton:contactGap": _T.Float,
+    "newton:contactMargin": _T.Float, "newton:contactGap": _T.Float, "newton:maxHullVertices": _T.Int,
+    "newton:massModel": _T.Token,
     "newton:timeStepsPerSecond": _T.Int, "newton:maxSolverIterations": _T.Int, "newton:gravityEnabled": _T.Bool,
     "newton:selfCollisionEnabled": _T.Bool,
 }
@@ -105,7 +106,7 @@ def set_typed(target: Usd.Prim | Sdf.PrimSpec, name: str, value: Any) -> None:
     type_name = MJC_TYPES.get(name) or NEWTON_TYPES.get(name) or (_T.Bool if name.startswith("mjc:flag:") else None)
     if type_name is None:
         raise KeyError(f"no schema type known for {name}")
-    uniform = not (name in _VARYING or name.startswith("newton:"))
+    uniform = name == "newton:massModel" or not (name in _VARYING or name.startswith("newton:"))
     value = _usd_value(type_name, value)
     if isinstance(target, Sdf.PrimSpec):
         sdf.attribute(target, name, type_name, value, uniform=uniform)
@@ -172,7 +173,7 @@ def relationship(target: Usd.Prim | Sdf.PrimSpec, name: str, targets: Iterable[S
 @attrs.define
 class MjcfUsd:
     """Everything the MJCF authoring steps share: the loaded model, where its elements went in the Robot,
-    and the writer's layers (``ctx``). ``site_paths``/``tendon_paths`` are filled as they are authored."""
+    and the writer's layers (``ctx``). ``site_paths``/``tendon_paths``/``actuator_paths`` are filled as they are authored."""
 
     loaded: LoadedModel
     robot: Robot
@@ -181,6 +182,7 @@ class MjcfUsd:
     ctx: RobotUsdContext
     site_paths: dict[int, Sdf.Path] = attrs.field(factory=dict)
     tendon_paths: dict[int, Sdf.Path] = attrs.field(factory=dict)
+    actuator_paths: dict[int, Sdf.Path] = attrs.field(factory=dict)
     warnings: list[str] = attrs.field(factory=list)
 
     @property

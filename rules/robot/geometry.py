@@ -205,6 +205,9 @@ class Shapes:
         for part, part_name, material in zip(parts, part_names, materials):
             spec = sdf.mesh(layer, path.AppendChild(part_name), part.points, part.faces, normals=part.normals,
                             normal_indices=part.normal_indices, uv=part.uv, colors=part.colors)
+            if part.mass_model is not None:
+                sdf.apply_schemas(spec, "NewtonMassAPI")
+                sdf.attribute(spec, "newton:massModel", T.Token, part.mass_model, uniform=True)
             if material is not None:
                 look = path.AppendChild("Looks").AppendChild(material)
                 if layer.GetPrimAtPath(look) is None:
@@ -237,6 +240,8 @@ class Shapes:
                         value = np.ascontiguousarray(value)
                         digest.update(f"{field}:{value.dtype.str}:{value.shape};".encode())
                         digest.update(memoryview(value).cast("B"))
+                if part.mass_model is not None:
+                    digest.update(f"mass_model:{part.mass_model};".encode())
         key = digest.hexdigest()
         cached = store.get_entry(key)
         store.record("geometry-layer", hit=cached is not None)

@@ -221,13 +221,9 @@ class Joints:
         if joint.armature is not None:
             newton_values["newton:armature"] = float(joint.armature)
         self._engine_attributes("newton", path, "NewtonJointAPI", newton_values, T.Float)
+        # MuJoCo 4.0's decoder reads damping, friction and armature from the newton attributes above (and
+        # calls mjc:damping/frictionloss/armature deprecated): they are not repeated in the mujoco layer.
         mujoco = {}
-        if joint.damping is not None:
-            mujoco["mjc:damping"] = float(joint.damping)
-        if joint.friction is not None:
-            mujoco["mjc:frictionloss"] = float(joint.friction)
-        if joint.armature is not None:
-            mujoco["mjc:armature"] = float(joint.armature)
         if joint.stiffness is not None:
             mujoco["mjc:stiffness"] = float(joint.stiffness)
         if joint.effort is not None:

@@ -44,7 +44,9 @@ class MeshPart(NamedTuple):
     the distinct normals (N, 3) those index corner by corner (MuJoCo's compiled meshes, about half the
     data); uv: face-varying (F·3, 2) or per-vertex (V, 2) or None; colors: per-vertex RGBA (V, 4) in [0, 1]
     or None; color: the part's material colour (RGBA) or None; texture: its texture file, or image: an
-    in-memory (PIL) texture.
+    in-memory (PIL) texture; mass_model: ``"shell"`` when the source computes the mesh's inertia from its
+    surface (MuJoCo's ``inertia="shell"``: thin meshes, which MuJoCo's USD decoder refuses as solids), on
+    the prototype's mesh as ``newton:massModel``; None: solid, unsaid.
     """
 
     name: str
@@ -57,6 +59,7 @@ class MeshPart(NamedTuple):
     texture: Path | None = None
     image: Any = None
     normal_indices: np.ndarray | None = None
+    mass_model: str | None = None
 
     def face_varying_normals(self) -> np.ndarray | None:
         """The normals corner by corner (F·3, 3), indexed or not; None when the part has none."""

@@ -193,13 +193,32 @@ def mesh(layer: Sdf.Layer, path: Sdf.Path, points: np.ndarray, faces: np.ndarray
     return spec
 
 
+def single_precision_moments(moments: Iterable[float]) -> tuple[float, float, float]:
+    """Principal moments (3,) kg·m² as ``physics:diagonalInertia``'s floats hold them, each the nearest
+    float, except that the largest is lowered to the largest float not above the sum of the other two
+    when that rounding alone breaks the triangle inequality A + B >= C (a thin disk or rod sits on it
+    exactly; MuJoCo's decoder refuses a body that breaks it). Moments that break it by more stay as they
+    are (rules.robot.inertia warns about those)."""
+    values = np.asarray(list(moments), dtype=np.float64)
+    rounded = values.astype(np.float32)
+    largest = int(np.argmax(rounded))
+    others = float(np.sum(np.delete(rounded, largest).astype(np.float64)))
+    exact = float(np.sum(np.delete(values, largest)))
+    if float(rounded[largest]) > others and exact >= values[largest] * (1.0 - 1e-6):
+        lowered = np.float32(others)
+        while float(lowered) > others:
+            lowered = np.nextafter(lowered, np.float32(0.0))
+        rounded[largest] = lowered
+    return tuple(float(v) for v in rounded)
+
+
 def mass(spec: Sdf.PrimSpec, value: float, center_of_mass: Iterable[float], inertia: np.ndarray) -> None:
     """MassAPI with mass, centerOfMass, diagonalInertia and principalAxes, always together."""
     apply_schemas(spec, "PhysicsMassAPI")
     moments, q = principal_axes(inertia)
     attribute(spec, "physics:mass", T.Float, float(value))
     attribute(spec, "physics:centerOfMass", T.Point3f, Gf.Vec3f(*map(float, center_of_mass)))
-    attribute(spec, "physics:diagonalInertia", T.Float3, Gf.Vec3f(*map(float, moments)))
+    attribute(spec, "physics:diagonalInertia", T.Float3, Gf.Vec3f(*single_precision_moments(moments)))
     attribute(spec, "physics:principalAxes", T.Quatf, Gf.Quatf(float(q[0]), Gf.Vec3f(*map(float, q[1:]))))
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade, Vt
 
 from usdforge.rules.usd.finite import check_layer_finite
-from usdforge.rules.usd.layer import principal_axes, quaternion
+from usdforge.rules.usd.layer import principal_axes, quaternion, single_precision_moments
 
 if TYPE_CHECKING:  # trimesh is imported where a mesh file is read, not by every rule that authors USD
     import trimesh
@@ -218,5 +218,5 @@ def author_mass(prim: Usd.Prim, mass: float, center_of_mass: Iterable[float], in
     moments, quat = principal_axes(inertia_tensor)
     mass_api.CreateMassAttr(float(mass))
     mass_api.CreateCenterOfMassAttr(Gf.Vec3f(*map(float, center_of_mass)))
-    mass_api.CreateDiagonalInertiaAttr(Gf.Vec3f(*map(float, moments)))
+    mass_api.CreateDiagonalInertiaAttr(Gf.Vec3f(*single_precision_moments(moments)))
     mass_api.CreatePrincipalAxesAttr(Gf.Quatf(float(quat[0]), Gf.Vec3f(*map(float, quat[1:]))))

@@ -2,8 +2,10 @@
 
 Checks: ``usd-validation`` (every applicable OpenUSD validator), ``physics-structure`` (what those miss),
 the source's own oracle (``mjcf-oracle``: MuJoCo's compiled model; ``urdf-oracle``: the URDF's forward
-kinematics; ``mesh-oracle``: trimesh), and the third-party loads ``newton-load`` and ``mujoco-usd-load``
-(skipped when their environments are not set up). The result also carries the asset's facts
+kinematics; ``mesh-oracle``: trimesh), the third-party loads ``newton-load`` and ``mujoco-usd-load``,
+and for MJCF sources ``mujoco-roundtrip`` (``rules.verify.roundtrip``: what MuJoCo's USD decoder reads back
+against the source's compiled model; skipped, as the loads are, when the environment is not set up).
+The result also carries the asset's facts
 (``rules.verify.facts``) for the report.
 """
 
@@ -18,7 +20,7 @@ from usdforge.rules.verify.findings import CheckResult, Finding
 
 #: Bumped when a check changes what it accepts, so that ``doit verify`` re-verifies every asset (the doit
 #: process reads it: nothing heavy is imported at this module's top).
-CHECKS_VERSION = 1
+CHECKS_VERSION = 2
 
 
 def _timed(function, *args, **kwargs) -> CheckResult:
@@ -80,6 +82,9 @@ def verify_asset(kind: str, source: str, usd_path: str, cfg: dict[str, Any], bui
                            f"the source's oracle could not run: {type(exc).__name__}: {exc}"))
         checks.append(failed)
     checks.extend(load_check(engine, usd_path, stage, build_dir) for engine in engines)
+    if kind == "mjcf" and "mujoco-usd" in engines:
+        from usdforge.rules.verify.roundtrip import roundtrip_check
+        checks.append(roundtrip_check(source, usd_path, stage, build_dir))
     folder = Path(usd_path).parent
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".verify.json"))
     return {"usd_path": str(usd_path), "source": str(source), "kind": kind,
