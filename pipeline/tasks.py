@@ -94,8 +94,11 @@ def clean_outputs(usd_dir: str, key_path: str, targets: list[str]) -> None:
     key = read_key(Path(key_path))
     # The record of the last conversion (<stem>.convert.json) is named after the key's stem.
     record = Path(key_path).with_name(Path(key_path).name.removesuffix(".usdforge.toml") + ".convert.json")
-    for path in [*(folder / name for name in (key.outputs if key else {})), Path(key_path), record,
-                 *map(Path, targets)]:
+    from usdforge.pipeline.cache import unsafe_file_name
+
+    # Only names inside the output folder: the key is a file on disk, not a list of paths to trust.
+    for path in [*(folder / name for name in (key.outputs if key else {}) if unsafe_file_name(name) is None),
+                 Path(key_path), record, *map(Path, targets)]:
         if path.is_file() or path.is_symlink():
             path.unlink()
             print(f"removed {path}")
