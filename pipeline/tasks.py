@@ -193,6 +193,33 @@ def report_error(message: str) -> TaskFailed:
     return TaskFailed(message)
 
 
+def failure_path(build_dir: str | Path, name: str) -> Path:
+    """``<build>/failed/<name>.txt``: the one-line error of the entry's last conversion, while it fails
+    (``doit report`` shows it)."""
+    return Path(build_dir) / "failed" / f"{name}.txt"
+
+
+def recording_failure(failure: str, action: Any, args: list[Any]) -> Any:
+    """doit action: ``action(*args)``, keeping its failure's one line in ``failure`` (removed once it
+    succeeds), so the report names why an entry is missing even though doit does not run it again."""
+    try:
+        result = action(*args)
+    except Exception as exc:
+        _write_failure(failure, f"{type(exc).__name__}: {exc}")
+        raise
+    if isinstance(result, TaskFailed):
+        _write_failure(failure, str(result.message))
+    else:
+        Path(failure).unlink(missing_ok=True)
+    return result
+
+
+def _write_failure(failure: str, message: str) -> None:
+    path = Path(failure)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, " ".join(message.split()) + "\n")
+
+
 def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | Path = DEFAULT_BUILD_DIR,
                   cache: str | None = None, options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """The ``convert`` subtasks for every entry of the manifest at ``library_path``.
@@ -223,24 +250,25 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
         manifest_error = "error" in spec and "kind" not in spec and spec["doc"] == MANIFEST_ERROR_DOC
         if shard and not manifest_error and shard_of(spec["name"], shard[1]) != shard[0]:
             continue  # another shard's entry (a broken manifest fails every shard)
+        failure = str(failure_path(build_dir, spec["name"]))
         if "error" in spec:
-            yield {"basename": "convert", "name": spec["name"], "actions": [(report_error, [spec["error"]])],
-                   "doc": spec["doc"], "verbosity": 2}
+            yield {"basename": "convert", "name": spec["name"], "doc": spec["doc"], "verbosity": 2,
+                   "actions": [(recording_failure, [failure, report_error, [spec["error"]]])]}
             continue
         name = spec["name"]
         if not os.path.isfile(spec["source"]):  # one usdforge line naming the entry, nothing converted
             yield {"basename": "convert", "name": name, "doc": spec["doc"], "verbosity": 2,
-                   "actions": [(report_error, [f"{spec['source']}: source of library entry '{name}' not found"
-                                               if not os.path.lexists(spec["source"]) else
-                                               f"{spec['source']}: source of library entry '{name}' is not a "
-                                               "regular file"])]}
+                   "actions": [(recording_failure, [failure, report_error, [
+                       f"{spec['source']}: source of library entry '{name}' not found"
+                       if not os.path.lexists(spec["source"]) else
+                       f"{spec['source']}: source of library entry '{name}' is not a regular file"]])]}
             continue
         yield {
             "basename": "convert", "name": name, "doc": spec["doc"],
             "uptodate": [config_changed(spec["digest"]), (built_unchanged, [spec["root"], spec["usd_dir"]], {})],
             "targets": spec["targets"],
             "clean": [(clean_outputs, [spec["usd_dir"], spec["key_path"], spec["targets"]])],
-            "actions": [_conversion_action(spec, cache, options)],
+            "actions": [(recording_failure, [failure, *_conversion_action(spec, cache, options)])],
         }
 
 
