@@ -28,6 +28,10 @@ from usdforge.rules.errors import ConversionError
 TIMEOUT_S = 60.0
 #: Address-space limit of the expansion's process, in bytes.
 MEMORY_BYTES = 2 << 30
+#: The largest expanded URDF, in bytes: the limit of any model file (``rules.files.MAX_MODEL_BYTES``).
+MAX_EXPANDED_BYTES = 256 << 20
+#: What the parent reads of the child's reply besides the URDF (file list, warnings), in bytes.
+_REPLY_OVERHEAD = 16 << 20
 
 
 def is_xacro(path: str | Path) -> bool:
@@ -101,22 +105,77 @@ def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args:
 def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | None, timeout_s: float,
             memory_bytes: int) -> Expansion:
     request = {"path": str(path), "packages": dict(packages or {}), "args": dict(args or {}),
-               "memory_bytes": memory_bytes}
+               "memory_bytes": memory_bytes, "max_bytes": MAX_EXPANDED_BYTES}
     # -P: neither this folder (its xacro.py) nor the working directory may shadow the xacro package.
     command = [sys.executable, "-P", str(Path(__file__).with_name("xacro_process.py"))]
+    stdout, stderr, returncode = _run_bounded(command, json.dumps(request).encode(), timeout_s,
+                                              MAX_EXPANDED_BYTES + _REPLY_OVERHEAD)
+    if returncode is None:
+        raise XacroError(path, f"the expansion took longer than {timeout_s:g} s (stopped)")
+    if stdout is None:
+        raise XacroError(path, f"the expanded URDF is larger than {MAX_EXPANDED_BYTES >> 20} MiB (stopped)")
+    header, _, urdf = stdout.partition(b"\n")
     try:
-        done = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        raise XacroError(path, f"the expansion took longer than {timeout_s:g} s (stopped)") from None
-    try:
-        reply = json.loads(done.stdout)
+        reply = json.loads(header)
     except ValueError:
-        tail = " ".join(done.stderr.strip().splitlines()[-1:]) or f"exit status {done.returncode}"
+        tail = " ".join(stderr.decode(errors="replace").strip().splitlines()[-1:]) or f"exit status {returncode}"
         raise XacroError(path, f"the expansion failed ({tail})") from None
     files = tuple(reply.get("files") or ())
     if not reply.get("ok"):
         raise XacroError(reply.get("file") or path, reply.get("problem") or "the expansion failed",
                          reply.get("line"), files)
-    return Expansion(reply["urdf"].encode(), files, dict(reply.get("digests") or {}),
-                     tuple(reply.get("warnings") or ()))
+    return Expansion(urdf, files, dict(reply.get("digests") or {}), tuple(reply.get("warnings") or ()))
+
+
+def _run_bounded(command: list[str], request: bytes, timeout_s: float,
+                 max_bytes: int) -> tuple[bytes | None, bytes, int | None]:
+    """Run ``command`` with ``request`` on its stdin; (stdout, the last 64 kB of stderr, exit status).
+    stdout is read in chunks and the process killed once it has sent more than ``max_bytes`` (stdout
+    None then), so the parent never holds more than that; the status is None when it ran past
+    ``timeout_s`` (killed)."""
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    chunks: list[bytes] = []
+    errors: list[bytes] = []
+    state = {"size": 0, "over": False}
+
+    def read_out() -> None:
+        while True:
+            chunk = process.stdout.read(1 << 20)
+            if not chunk:
+                return
+            state["size"] += len(chunk)
+            if state["size"] > max_bytes:
+                state["over"] = True
+                process.kill()
+                return
+            chunks.append(chunk)
+
+    def read_err() -> None:
+        while True:
+            chunk = process.stderr.read(1 << 16)
+            if not chunk:
+                return
+            errors.append(chunk)
+            del errors[:-2]
+
+    readers = [threading.Thread(target=read_out, daemon=True), threading.Thread(target=read_err, daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        process.stdin.write(request)
+        process.stdin.close()
+    except OSError:  # the child exited before reading its request: its status and stderr tell why
+        pass
+    try:
+        returncode = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        returncode = None
+    for reader in readers:
+        reader.join()
+    process.stdout.close()
+    process.stderr.close()
+    if state["over"]:
+        return None, b"".join(errors)[-65536:], returncode
+    return b"".join(chunks), b"".join(errors)[-65536:], returncode
