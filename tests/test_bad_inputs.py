@@ -25,6 +25,8 @@ BAD = Path(__file__).resolve().parent / "bad_inputs"
 OTHER = {
     "mesh_gltf_not_object.gltf": (": not a glTF document: the JSON is list, not an object", []),
     "mesh_without_extension": (": cannot tell what to convert: the file name has no extension", []),
+    "mesh_stl_wrong_triangle_count.stl": (": binary STL whose header counts 1000 triangles (50084 bytes) but "
+                                          "the file has 134 bytes", []),
 }
 _EXPECT = re.compile(r"<!-- expect: (.*?) -->")
 _ALLOW = re.compile(r"<!-- allow-root: (.*?) -->")
@@ -211,3 +213,23 @@ def test_the_first_failing_reference_is_reported_and_files_after_it_are_not_deco
     with pytest.raises(ConversionError, match=r":2: <mesh>: mesh .* is outside the model's folder"):
         check_references(refs(("texture", "a.png"), ("mesh", ""), ("texture", "bad.png")), [tmp_path])
     assert opened == ["a.png"]
+
+
+@pytest.mark.parametrize("names, expect", [
+    (['"box\\n"'], "expected a name of letters, digits"),           # TOML "box\n": a newline in a folder name
+    (['"Box"', '"box"'], "'box' is already used by assets[0] (names are compared ignoring case)"),
+])
+def test_manifest_names_that_would_clash_as_folders_are_refused(tmp_path, names, expect):
+    """An entry name ending in a newline passed (``re.match`` with ``$``) and failed later with a raw USD
+    error; names differing only in case are one folder on a case-insensitive file system."""
+    from usdforge.pipeline.manifest import load_library
+    from usdforge.schemas import ConfigError
+
+    (tmp_path / "box.stl").write_bytes((BAD / "files" / "nan_vertex.stl").read_bytes())
+    library = tmp_path / "library.toml"
+    library.write_text("".join(f'[[assets]]\nname = {name}\nsource = "box.stl"\n\n' for name in names))
+    with pytest.raises(ConfigError) as caught:
+        load_library(library)
+    message = str(caught.value)
+    assert "\n" not in message  # one line (the name shown escaped)
+    assert message.startswith(str(library)) and expect in message, message
