@@ -184,7 +184,7 @@ def _decode_within_budget(paths: list[Path]) -> dict[Path, str | None]:
 
     def decode(path: Path, cost: int) -> str | None:
         try:
-            return _image_problem(path)
+            return _image_problem(path, quiet=False)  # its header passed: Pillow has nothing to warn about
         finally:
             with condition:
                 in_flight[0] -= cost
@@ -192,11 +192,13 @@ def _decode_within_budget(paths: list[Path]) -> dict[Path, str | None]:
 
     problems: dict[Path, str | None] = {}
     futures = {}
-    with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
+    if workers <= 1:  # one image, or one core: each opened once, in this thread
+        return {path: _image_problem(path) for path in paths}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         for path in paths:
             problem, cost = _header(path)
-            if problem is not None or workers <= 1:
-                problems[path] = problem if problem is not None else _image_problem(path)
+            if problem is not None:
+                problems[path] = problem
                 continue
             with condition:
                 condition.wait_for(lambda: in_flight[0] == 0 or in_flight[0] + cost <= DECODE_BUDGET_BYTES)
@@ -208,24 +210,40 @@ def _decode_within_budget(paths: list[Path]) -> dict[Path, str | None]:
 
 def _header(path: Path) -> tuple[str | None, int]:
     """(why ``path``'s header is not that of an image within ``MAX_TEXTURE_PIXELS``, or None; the bytes
-    Pillow allocates to decode it). Pillow's warning for an image over its limit is not shown: the
-    image is refused here with a message of its own (only images within the limit are decoded, so no
-    decoding thread warns)."""
-    import warnings
-
+    Pillow allocates to decode it)."""
     Image = _pillow()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path) as image:
-                if image.width * image.height > MAX_TEXTURE_PIXELS:
-                    return f"{image.width}×{image.height} pixels, over the {MAX_TEXTURE_PIXELS} pixel limit", 0
-                sample = 4 if image.mode in ("I", "F") else 2 if "16" in image.mode else 1
-                return None, image.width * image.height * max(1, len(image.getbands())) * sample
-    except Image.DecompressionBombError:  # over twice the limit: Pillow refuses before the check above
-        return f"over the {MAX_TEXTURE_PIXELS} pixel limit", 0
+        with _opened(Image, path, quiet=True) as image:
+            problem = _size_problem(image)
+            sample = 4 if image.mode in ("I", "F") else 2 if "16" in image.mode else 1
+            return problem, image.width * image.height * max(1, len(image.getbands())) * sample
     except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
-        return quote(str(exc) or type(exc).__name__), 0
+        return _pillow_problem(Image, exc), 0
+
+
+def _opened(Image, path: Path, quiet: bool):
+    """``Image.open(path)``; ``quiet``: without Pillow's warning for an image over its limit (refused
+    here with a message of its own). Not quiet where threads decode side by side: ``catch_warnings`` is
+    not thread-safe, and an image whose header passed gives no such warning."""
+    import warnings
+
+    if not quiet:
+        return Image.open(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        return Image.open(path)
+
+
+def _size_problem(image) -> str | None:
+    if image.width * image.height > MAX_TEXTURE_PIXELS:
+        return f"{image.width}×{image.height} pixels, over the {MAX_TEXTURE_PIXELS} pixel limit"
+    return None
+
+
+def _pillow_problem(Image, exc: Exception) -> str:
+    if isinstance(exc, Image.DecompressionBombError):  # over twice the limit: Pillow refuses it itself
+        return f"over the {MAX_TEXTURE_PIXELS} pixel limit"
+    return quote(str(exc) or type(exc).__name__)
 
 
 @functools.cache
@@ -239,14 +257,17 @@ def _pillow():
     return Image
 
 
-def _image_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be decoded as an image by Pillow, or None (its header passed ``_header``)."""
+def _image_problem(path: Path, quiet: bool = True) -> str | None:
+    """Why ``path`` cannot be decoded as an image by Pillow (within ``MAX_TEXTURE_PIXELS``), or None."""
     Image = _pillow()
     try:
-        with Image.open(path) as image:
+        with _opened(Image, path, quiet) as image:
+            problem = _size_problem(image)
+            if problem is not None:
+                return problem
             image.load()
     except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
-        return quote(str(exc) or type(exc).__name__)
+        return _pillow_problem(Image, exc)
     return None
 
 

@@ -25,14 +25,14 @@ def test_decodes_in_flight_stay_within_the_byte_budget_in_model_order(tmp_path, 
     state = {"now": 0, "most": 0, "started": []}
     decode = files._image_problem
 
-    def counting(path: Path) -> str | None:
+    def counting(path: Path, **options) -> str | None:
         with lock:
             state["now"] += 1
             state["most"] = max(state["most"], state["now"])
             state["started"].append(path)
         time.sleep(0.05)  # long enough for every free worker to start its own
         try:
-            return decode(path)
+            return decode(path, **options)
         finally:
             with lock:
                 state["now"] -= 1
