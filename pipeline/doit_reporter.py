@@ -62,3 +62,21 @@ class UsdforgeReporter(ConsoleReporter):
                 self.failures.append({"task": task, "exception": TaskFailed(str(exc))})
                 continue
             self.write(f"usdforge: {task.name}: written despite failed tasks\n")
+
+
+def quiet_interrupt() -> None:
+    """Ctrl-C during ``doit``: one line, ``usdforge: interrupted``, instead of a traceback. doit lets the
+    KeyboardInterrupt through after saving its state, and each conversion's ``finally`` has removed its
+    temporary folder; Python still exits as killed by SIGINT (status 130 in a shell)."""
+    import sys
+
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            sys.stderr.write("usdforge: interrupted: finished entries are kept, the others are converted by the "
+                             "next run\n")
+            return
+        previous(kind, value, traceback)
+
+    sys.excepthook = hook

@@ -72,6 +72,10 @@ def die_with_parent() -> None:
     import ctypes
     import signal
 
+    # Ctrl-C reaches every process of the terminal's group: the parent reports it in one line and its
+    # death ends this worker; a worker's own KeyboardInterrupt would print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG

@@ -233,3 +233,25 @@ def test_manifest_names_that_would_clash_as_folders_are_refused(tmp_path, names,
     message = str(caught.value)
     assert "\n" not in message  # one line (the name shown escaped)
     assert message.startswith(str(library)) and expect in message, message
+
+
+def test_a_full_disk_is_one_line_saying_no_space_left(tmp_path, capsys):
+    """pxr reports a layer it cannot write for lack of space as a Tf.ErrorException ending in "Could not
+    close <temporary file>" (it escaped as a traceback): one line naming the output file and the cause,
+    and nothing left on the full file system. Needs a small tmpfs (root, or a container that allows it)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        robot = Path(__file__).resolve().parents[1] / "assets" / "robots" / "tiny_arm"
+        status = main(["convert", "-q", "--no-cache", str(robot / "urdf" / "tiny_arm.urdf"), str(small / "out"),
+                       "--package", f"tiny_arm={robot}"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert status == 1 and len(err) == 1, err
+        assert err[0].startswith(f"usdforge: error: could not write {small / 'out'}/"), err
+        assert err[0].endswith("no space left on device"), err
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=True)  # lazy: pxr may still hold a file open

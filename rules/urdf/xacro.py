@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -105,7 +106,7 @@ def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args:
 def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | None, timeout_s: float,
             memory_bytes: int) -> Expansion:
     request = {"path": str(path), "packages": dict(packages or {}), "args": dict(args or {}),
-               "memory_bytes": memory_bytes, "max_bytes": MAX_EXPANDED_BYTES}
+               "memory_bytes": memory_bytes, "max_bytes": MAX_EXPANDED_BYTES, "parent": os.getpid()}
     # -P: neither this folder (its xacro.py) nor the working directory may shadow the xacro package.
     command = [sys.executable, "-P", str(Path(__file__).with_name("xacro_process.py"))]
     stdout, stderr, returncode = _run_bounded(command, json.dumps(request).encode(), timeout_s,
@@ -172,10 +173,15 @@ def _run_bounded(command: list[str], request: bytes, timeout_s: float,
         process.kill()
         process.wait()
         returncode = None
-    for reader in readers:
-        reader.join()
-    process.stdout.close()
-    process.stderr.close()
+    except BaseException:  # Ctrl-C (KeyboardInterrupt) or an error here: the expansion is not left running
+        process.kill()
+        process.wait()
+        raise
+    finally:
+        for reader in readers:
+            reader.join()
+        process.stdout.close()
+        process.stderr.close()
     if state["over"]:
         return None, b"".join(errors)[-65536:], returncode
     return b"".join(chunks), b"".join(errors)[-65536:], returncode

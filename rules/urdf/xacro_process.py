@@ -408,8 +408,25 @@ def write_reply(reply: dict[str, Any], stream: Any) -> None:
     stream.flush()
 
 
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to kill this process when the process that started it dies (a ``doit -n`` worker killed
+    after Ctrl-C, a ``kill -9``): an expansion is never left running on its own. Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent and os.getppid() != parent:  # the parent died before prctl
+        os._exit(1)
+
+
 def main() -> None:
     request = json.loads(sys.stdin.read())
+    _die_with_parent(int(request.get("parent") or 0))
     global _memory_limit
     limit = _memory_limit = int(request.get("memory_bytes") or 0)
     if limit:
