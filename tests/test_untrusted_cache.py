@@ -209,13 +209,19 @@ def test_a_dask_workers_artifact_naming_a_file_outside_writes_nothing(tmp_path):
         assert not (tmp_path / "work" / "out").exists() and not (tmp_path / "work-cache").exists()
 
 
-def test_doit_clean_never_removes_a_file_a_forged_task_spec_names(tmp_path):
+def box_library(tmp_path: Path) -> tuple[Path, Path]:
+    """(a one-entry library of a mesh ``box``, an empty work folder)."""
     lib = tmp_path / "lib"
     write_mesh(lib / "meshes", "stl")
     library = lib / "library.toml"
     library.write_text('[[assets]]\nname = "box"\nsource = "meshes/box.stl"\n')
     work = tmp_path / "work"
     work.mkdir()
+    return library, work
+
+
+def test_doit_clean_never_removes_a_file_a_forged_task_spec_names(tmp_path):
+    library, work = box_library(tmp_path)
     assert doit(work, "convert", library=library).returncode == 0
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
@@ -232,11 +238,6 @@ def test_doit_clean_never_removes_a_file_a_forged_task_spec_names(tmp_path):
 
 
 def test_cache_off_writes_no_cache(tmp_path):
-    lib = tmp_path / "lib"
-    write_mesh(lib / "meshes", "stl")
-    library = lib / "library.toml"
-    library.write_text('[[assets]]\nname = "box"\nsource = "meshes/box.stl"\n')
-    work = tmp_path / "work"
-    work.mkdir()
+    library, work = box_library(tmp_path)
     assert doit(work, "convert", "cache=off", library=library).returncode == 0
     assert (work / "build" / "usd" / "box").is_dir() and not (work / "build" / "cache").exists()
