@@ -250,4 +250,4 @@ def test_the_parent_reads_at_most_the_limit_of_a_childs_reply():
     stdout, _, status = _run_bounded([sys.executable, "-c", writer], b"", 60, 1 << 20)
     assert stdout is None and status is not None and status != 0
     stdout, _, status = _run_bounded([sys.executable, "-c", "print('ok')"], b"", 60, 1 << 20)
-    assert stdout == b"ok\n" and status == 0
+    assert stdout == (b"ok", b"") and status == 0

@@ -115,7 +115,7 @@ def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | 
         raise XacroError(path, f"the expansion took longer than {timeout_s:g} s (stopped)")
     if stdout is None:
         raise XacroError(path, f"the expanded URDF is larger than {MAX_EXPANDED_BYTES >> 20} MiB (stopped)")
-    header, _, urdf = stdout.partition(b"\n")
+    header, urdf = stdout
     try:
         reply = json.loads(header)
     except ValueError:
@@ -129,27 +129,33 @@ def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | 
 
 
 def _run_bounded(command: list[str], request: bytes, timeout_s: float,
-                 max_bytes: int) -> tuple[bytes | None, bytes, int | None]:
-    """Run ``command`` with ``request`` on its stdin; (stdout, the last 64 kB of stderr, exit status).
-    stdout is read in chunks and the process killed once it has sent more than ``max_bytes`` (stdout
-    None then), so the parent never holds more than that; the status is None when it ran past
-    ``timeout_s`` (killed)."""
+                 max_bytes: int) -> tuple[tuple[bytes, bytes] | None, bytes, int | None]:
+    """Run ``command`` with ``request`` on its stdin; ((stdout's first line, the rest of stdout), the last
+    64 kB of stderr, exit status). stdout is read in chunks and the process killed once it has sent more
+    than ``max_bytes`` (stdout None then), so the parent never holds more than that, once; the status is
+    None when it ran past ``timeout_s`` (killed)."""
+    import io
+
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    chunks: list[bytes] = []
+    first: list[bytes] = []
+    rest = io.BytesIO()  # getvalue() hands over its buffer: the expanded URDF is held once
     errors: list[bytes] = []
     state = {"size": 0, "over": False}
 
     def read_out() -> None:
-        while True:
-            chunk = process.stdout.read(1 << 20)
+        line = process.stdout.readline(max_bytes + 1)
+        first.append(line.rstrip(b"\n"))
+        state["size"] = len(line)
+        while state["size"] <= max_bytes:
+            chunk = process.stdout.read1(1 << 20)
             if not chunk:
                 return
             state["size"] += len(chunk)
-            if state["size"] > max_bytes:
-                state["over"] = True
-                process.kill()
-                return
-            chunks.append(chunk)
+            rest.write(chunk)
+        state["over"] = True
+        process.kill()
+        while process.stdout.read1(1 << 20):  # until the killed process's pipe is closed
+            pass
 
     def read_err() -> None:
         while True:
@@ -184,4 +190,4 @@ def _run_bounded(command: list[str], request: bytes, timeout_s: float,
         process.stderr.close()
     if state["over"]:
         return None, b"".join(errors)[-65536:], returncode
-    return b"".join(chunks), b"".join(errors)[-65536:], returncode
+    return ((first[0] if first else b""), rest.getvalue()), b"".join(errors)[-65536:], returncode
