@@ -87,8 +87,8 @@ def die_with_parent() -> None:
 
 def clean_outputs(usd_dir: str, key_path: str, targets: list[str]) -> None:
     """doit clean action: remove every file the last conversion wrote (as its lazy key lists them: copied
-    textures included), the key, the planned targets, temporary folders of killed conversions, and the
-    folders left empty."""
+    textures included), the key, ``targets`` (the planned outputs and the entry's failure record),
+    temporary folders of killed conversions, and the folders left empty."""
     import shutil
 
     from usdforge.pipeline.atomic import staging_prefix
@@ -271,7 +271,7 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
             "basename": "convert", "name": name, "doc": spec["doc"],
             "uptodate": [config_changed(spec["digest"]), (built_unchanged, [spec["root"], spec["usd_dir"]], {})],
             "targets": spec["targets"],
-            "clean": [(clean_outputs, [spec["usd_dir"], spec["key_path"], spec["targets"]])],
+            "clean": [(clean_outputs, [spec["usd_dir"], spec["key_path"], [*spec["targets"], failure]])],
             "actions": [(recording_failure, [failure, *_conversion_action(spec, cache, options)])],
         }
 
