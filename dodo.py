@@ -13,12 +13,13 @@ from pathlib import Path
 
 from doit import get_var
 
-from usdforge.pipeline.doit_reporter import UsdforgeReporter
+from usdforge.pipeline.doit_reporter import UsdforgeReporter, quiet_interrupt
 from usdforge.pipeline.distributed import build_options, doit_config
 from usdforge.pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
 from usdforge.pipeline.verify_tasks import report_tasks, thumbnail_tasks, verify_tasks
 
 Path("build").mkdir(exist_ok=True)
+quiet_interrupt()
 _OPTIONS, _OPTIONS_ERROR = build_options(get_var("scheduler"), get_var("workers"), get_var("sources"),
                                          get_var("shard"))
 # `doit convert verbose=1` also prints notes (what was kept or ignored harmlessly; see pipeline.cli).

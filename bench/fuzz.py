@@ -9,12 +9,22 @@ is written into a fresh folder beside links to the seed's own files (meshes, tex
 ``usdforge convert IN OUT --allow-root <seed folder>`` in a worker process, under a per-input timeout (a
 worker that overruns is killed and counted as a hang; one that dies is a crash).
 
+Every ``--cache-every``-th input (default 3) mutates a build cache instead of a model, as whoever can
+write a shared cache could: a seed is converted once with ``--cache DIR``, then one of its entry's file
+names is made hostile (``..``, absolute, empty parts, control characters), an object name made a path, an
+object swapped for another or replaced by a FIFO, a link to ``/dev/zero`` or to a file outside, a folder of
+the cache made a link out of it, ``stats.log`` made a link, the entry's JSON or meta data broken (the
+checksum recomputed, as anyone can); the seed is then converted again from that cache, and ``usdforge
+cache stats``, ``prune`` and ``clear`` run on it.
+
 Each result is one of: converted (and its USD holds no nan/inf), clean error (exit 1, one line
 ``usdforge: error: ...`` on stderr per problem - one per missing file of a model -, nothing else, no
-traceback, nothing written), crash (anything else: a traceback, an exit status other than 0/1, other
-lines beside the errors, a dead worker, or output left behind by a failed
-conversion), hang, or non-finite output. Prints the counts and one reproducer line per problem; exits 1
-when there is any crash, hang or non-finite output.
+traceback, nothing written), crash (anything else: a traceback, an exit status other than 0/1, other lines
+beside the errors, a dead worker, or output left behind by a failed conversion), hang, non-finite output,
+or outside: a file outside the input's build and cache folders was created, changed or deleted (a sentinel
+folder the hostile cache entries aim at, the seed's own folder, and the fuzzer's scratch folder and its
+parent are compared before and after each input). Prints the counts and one reproducer line per problem;
+exits 1 when there is any crash, hang, non-finite output or file touched outside.
 """
 
 from __future__ import annotations
@@ -150,7 +160,7 @@ def worker() -> None:
             os.dup2(c_stderr.fileno(), 2)
             with redirect_stderr(err), redirect_stdout(out), warnings.catch_warnings():
                 try:
-                    status = main(["convert", "-q", *job["args"]])
+                    status = main(job.get("argv") or ["convert", "-q", *job["args"]])
                 except SystemExit as exc:  # argparse
                     status = exc.code if isinstance(exc.code, int) else 2
                 except BaseException as exc:  # noqa: BLE001 - an escaped exception is what we look for
@@ -160,7 +170,7 @@ def worker() -> None:
             c_stderr.seek(0)
             c_text = c_stderr.read().decode(errors="replace")
         result = {"status": status, "stderr": c_text + err.getvalue(), "nonfinite": None}
-        if status == 0:
+        if status == 0 and job.get("out"):
             result["nonfinite"] = nonfinite_in(Path(job["out"]))
         answers.write(json.dumps(result) + "\n")
         answers.flush()
@@ -220,6 +230,155 @@ class Worker:
             self.process = None
 
 
+# ---- cache-entry mutations ---------------------------------------------------------------------------
+
+#: What a hostile entry's file names aim at; ``{outside}`` is the sentinel folder, ``{token}`` unique per input.
+HOSTILE_NAMES = ["../../{token}", "../{token}", "{outside}/{token}", "sub/../../{token}", "./{token}", "a//{token}",
+                 "{token}\n", "..\\..\\{token}", "", "..", "/", "{token}/", "x" * 5000]
+
+
+def snapshot(*folders: Path) -> dict[str, tuple]:
+    """(type, size, mtime, sha256 of small regular files) of every entry under ``folders``, links not
+    followed: what a case must leave as it found it."""
+    import hashlib
+    import stat as stat_module
+
+    found: dict[str, tuple] = {}
+    for folder in folders:
+        if not folder.exists():
+            continue
+        for path in [folder, *folder.rglob("*")]:
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            digest = None
+            if stat_module.S_ISREG(info.st_mode) and info.st_size <= 1 << 20:
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            found[str(path)] = (stat_module.S_IFMT(info.st_mode), info.st_size, info.st_mtime_ns, digest,
+                                os.readlink(path) if stat_module.S_ISLNK(info.st_mode) else None)
+    return found
+
+
+def top_level(folder: Path) -> set[str]:
+    try:
+        return {p.name for p in folder.iterdir()}
+    except OSError:
+        return set()
+
+
+def make_outside(folder: Path) -> Path:
+    """The sentinel folder hostile cache entries aim at: files and sha-like names, old enough to prune."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "victim.txt").write_text("precious\n")
+    (folder / "sub").mkdir(exist_ok=True)
+    for name in ("a" * 64, "b" * 64, ".x.tmp-1", "c" * 64 + ".json"):
+        (folder / "sub" / name).write_bytes(b"precious")
+        os.utime(folder / "sub" / name, (1, 1))
+    return folder
+
+
+def _forge(entry: Path, body: dict) -> None:
+    import hashlib
+
+    body = {k: v for k, v in body.items() if k != "checksum"}
+    body["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    entry.write_text(json.dumps(body, sort_keys=True))
+
+
+def mutate_cache(cache: Path, outside: Path, token: str, rng: random.Random) -> str:
+    """Apply one hostile change to the build cache at ``cache`` (which holds at least one entry); its name."""
+    entries = sorted((cache / "entries").glob("*/*.json"))
+    objects = sorted(p for p in (cache / "objects").glob("*/*") if p.is_file())
+    if not entries or not objects:
+        return "none (nothing cached)"
+    entry = rng.choice(entries)
+    body = json.loads(entry.read_text())
+    files = body.get("files") or {}
+    kind = rng.choice(["name", "name", "sha-path", "swap", "fifo", "dev-zero", "link-outside", "object-dir",
+                       "folder-link", "entries-link", "stats-link", "json", "meta", "not-dict"])
+    if kind == "name" and files:
+        hostile = rng.choice(HOSTILE_NAMES).format(outside=outside, token=token)
+        files[hostile] = rng.choice(list(files.values()))
+        if rng.random() < 0.5:
+            del files[rng.choice([n for n in files if n != hostile] or [hostile])]
+        _forge(entry, body)
+        return f"name {hostile[:60]!r}"
+    if kind == "sha-path" and files:
+        name = rng.choice(list(files))
+        files[name] = rng.choice(["../../../" + token, str(outside / "victim.txt"), "..", "A" * 64, "zz"])
+        _forge(entry, body)
+        return f"object name {files[name]!r}"
+    if kind == "swap" and len(objects) > 1 and files:
+        name = rng.choice(list(files))
+        files[name] = rng.choice(objects).name
+        _forge(entry, body)
+        return "swapped object"
+    if kind in ("fifo", "dev-zero", "link-outside", "object-dir"):
+        victim = rng.choice(objects)
+        victim.unlink()
+        if kind == "fifo":
+            os.mkfifo(victim)
+        elif kind == "dev-zero":
+            victim.symlink_to("/dev/zero")
+        elif kind == "link-outside":
+            victim.symlink_to(outside / "victim.txt")
+        else:
+            victim.mkdir()
+        return f"object made {kind}"
+    if kind == "folder-link":
+        folder = rng.choice(objects).parent
+        shutil.rmtree(folder)
+        folder.symlink_to(outside / "sub", target_is_directory=True)
+        return "objects folder made a link out"
+    if kind == "entries-link":
+        (cache / "entries" / "zz").symlink_to(outside / "sub", target_is_directory=True)
+        return "entries/zz a link out"
+    if kind == "stats-link":
+        (cache / "stats.log").unlink(missing_ok=True)
+        (cache / "stats.log").symlink_to(outside / "victim.txt")
+        return "stats.log a link out"
+    if kind == "json":
+        entry.write_bytes(entry.read_bytes()[:rng.randrange(1, 40)])
+        return "entry truncated"
+    if kind == "meta":
+        body["meta"] = rng.choice([{"warnings": [1, None, {"file": 3}]}, {"warnings": "x"}, [1, 2],
+                                   {"warnings": [{"file": "../../etc/passwd", "problem": 5, "line": "x"}]}])
+        _forge(entry, body)
+        return "meta data broken"
+    body["files"] = rng.choice([[1, 2], "x", {"a.usd": 5}, None])
+    _forge(entry, body)
+    return "files not a name table"
+
+
+def cache_case(worker_process: "Worker", source: Path, scratch: Path, outside: Path, index: int, seed: int,
+               timeout: float, rng: random.Random) -> tuple[str, str, str]:
+    """Convert ``source`` into a fresh cache, mutate the cache, convert again from it, then run the cache
+    commands on it: (outcome, detail, mutation)."""
+    cache, out_a, out_b = scratch / f"cache_{index}", scratch / f"out_{index}_a", scratch / f"out_{index}_b"
+    base = [str(source), "--allow-root", str(source.parent), "--cache", str(cache)]
+    if source.suffix == ".dae" and "urdf" in source.parts:
+        base += ["--kind", "mesh"]
+    first = worker_process.run({"argv": ["convert", "-q", base[0], str(out_a), *base[1:]], "out": str(out_a)}, timeout)
+    if not isinstance(first, dict) or first["status"] != 0:
+        return classify(first, out_a) + ("warm-up",)
+    mutation = mutate_cache(cache, outside, f"usdforge-fuzz-escape-{seed}-{index}", rng)
+    # Not checked for nan/inf: a cache's writer decides what a restore holds (a swapped object is restored
+    # as it is; opening such a file with pxr is no test of usdforge).
+    answer = worker_process.run({"argv": ["convert", "-q", base[0], str(out_b), *base[1:]]}, timeout)
+    outcome, detail = classify(answer, out_b)
+    if outcome not in ("converted", "clean"):
+        return outcome, detail, mutation
+    for command in (["cache", "stats", "--cache", str(cache)], ["cache", "prune", "--max-size", "1", "--cache",
+                                                                  str(cache)], ["cache", "clear", "--cache", str(cache)]):
+        answer = worker_process.run({"argv": command}, timeout)
+        if answer in ("hang", "died") or answer["status"] != 0 or "Traceback" in answer["stderr"]:
+            return ("hang" if answer == "hang" else "crash",
+                    f"usdforge {' '.join(command[:2])}: {answer if isinstance(answer, str) else answer['stderr'][-200:]}",
+                    mutation)
+    return outcome, detail, mutation
+
+
 # ---- the campaign -----------------------------------------------------------------------------------
 
 def classify(answer: dict | str, out: Path) -> tuple[str, str]:
@@ -245,30 +404,48 @@ def classify(answer: dict | str, out: Path) -> tuple[str, str]:
     return "crash", f"exit {answer['status']}: {' | '.join(lines)[:300]}"
 
 
-def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: bool = False) -> dict:
+def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: bool = False,
+             cache_every: int = 3) -> dict:
     rng = random.Random(seed)
     files = seeds(shared)
-    counts = {"tried": 0, "converted": 0, "clean": 0, "crash": 0, "hang": 0, "nonfinite": 0}
+    # Cache cases convert an unmutated seed twice: the small ones (fixtures, meshes) keep inputs fast.
+    cache_seeds = [f for f in files if "conformance" in f.parts and f.stat().st_size <= 64 << 10]
+    counts = {"tried": 0, "converted": 0, "clean": 0, "crash": 0, "hang": 0, "nonfinite": 0, "outside": 0,
+              "cache_cases": 0}
     problems: list[str] = []
     worker_process = Worker()
     deadline = time.monotonic() + minutes * 60
     scratch = Path(tempfile.mkdtemp(prefix="usdforge_fuzz_"))
+    outside = make_outside(scratch / "outside")
     try:
         while time.monotonic() < deadline:
             index = counts["tried"]
-            source = rng.choice(files)
-            data, applied = mutate(source.read_bytes(), rng, source.suffix in (".urdf", ".xml", ".dae"))
+            cache_input = cache_every > 0 and index % cache_every == cache_every - 1 and cache_seeds
+            source = rng.choice(cache_seeds if cache_input else files)
+            watched = (outside, source.parent)
+            before, around = snapshot(*watched), (top_level(scratch), top_level(scratch.parent))
             folder = scratch / f"input_{index}"
-            mutated = workspace(source, data, folder)
-            out = scratch / f"out_{index}"
-            args = [str(mutated), str(out), "--allow-root", str(source.parent)]
-            if source.suffix == ".dae" and "urdf" in source.parts:
-                args += ["--kind", "mesh"]
-            answer = worker_process.run({"args": args, "out": str(out)}, timeout)
-            outcome, detail = classify(answer, out)
+            if cache_input:
+                counts["cache_cases"] += 1
+                outcome, detail, mutation = cache_case(worker_process, source, scratch, outside, index, seed,
+                                                       timeout, rng)
+                applied, mutated = [f"cache: {mutation}"], source
+            else:
+                data, applied = mutate(source.read_bytes(), rng, source.suffix in (".urdf", ".xml", ".dae"))
+                mutated = workspace(source, data, folder)
+                out = scratch / f"out_{index}"
+                args = [str(mutated), str(out), "--allow-root", str(source.parent), "--cache",
+                        str(scratch / f"cache_{index}")]
+                if source.suffix == ".dae" and "urdf" in source.parts:
+                    args += ["--kind", "mesh"]
+                answer = worker_process.run({"args": args, "out": str(out)}, timeout)
+                outcome, detail = classify(answer, out)
+            touched = touched_outside(before, snapshot(*watched), around, scratch, index)
+            if touched and outcome in ("converted", "clean"):
+                outcome, detail = "outside", touched
             counts["tried"] += 1
             counts[outcome] += 1
-            if outcome in ("crash", "hang", "nonfinite"):
+            if outcome in ("crash", "hang", "nonfinite", "outside"):
                 kept = scratch.parent / f"usdforge_fuzz_case_{seed}_{index}{source.suffix}"
                 shutil.copyfile(mutated, kept)
                 problems.append(f"{outcome}: seed={seed} input={index} {source.relative_to(shared)} "
@@ -276,7 +453,12 @@ def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: b
             if verbose:
                 print(f"{index:5d} {outcome:9s} {source.name} {'+'.join(applied)} {detail[:120]}", flush=True)
             shutil.rmtree(folder, ignore_errors=True)
-            shutil.rmtree(out, ignore_errors=True)
+            for leftover in scratch.glob(f"out_{index}*"):
+                shutil.rmtree(leftover, ignore_errors=True)
+            shutil.rmtree(scratch / f"cache_{index}", ignore_errors=True)
+            if snapshot(outside) != before_outside(before, outside):  # a problem was reported: start clean again
+                shutil.rmtree(outside, ignore_errors=True)
+                make_outside(outside)
             if index % 200 == 199:
                 worker_process.stop()  # a fresh process now and then: no state builds up
     finally:
@@ -285,12 +467,32 @@ def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: b
     return {**counts, "problems": problems, "seeds": len(files), "minutes": minutes, "seed": seed}
 
 
+def before_outside(before: dict[str, tuple], outside: Path) -> dict[str, tuple]:
+    return {path: value for path, value in before.items() if path == str(outside) or path.startswith(f"{outside}/")}
+
+
+def touched_outside(before: dict[str, tuple], after: dict[str, tuple], around: tuple[set[str], set[str]],
+                    scratch: Path, index: int) -> str:
+    """What changed outside the input's build and cache folders (empty: nothing): the watched folders
+    compared entry by entry, and new names in the scratch folder (besides this input's own folders) and
+    in its parent."""
+    changed = sorted(set(before) ^ set(after) | {p for p in set(before) & set(after) if before[p] != after[p]})
+    own = (f"input_{index}", f"out_{index}", f"cache_{index}")
+    added = sorted(name for name in top_level(scratch) - around[0] if not name.startswith(own)
+                   and not name.startswith(".out_"))
+    added += sorted(name for name in top_level(scratch.parent) - around[1] if "usdforge-fuzz-escape" in name)
+    found = changed + added
+    return f"{len(found)} file(s) outside the build and cache folders changed: {', '.join(found[:3])}" if found else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=2.0, help="how long to fuzz (default 2)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per input before it is a hang")
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared", help="the shared test material")
+    parser.add_argument("--cache-every", type=int, default=3,
+                        help="every K-th input mutates a build cache instead of a model (0: none; default 3)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per input")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -300,16 +502,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (args.shared / "conformance").is_dir():
         parser.error(f"test material not found: {args.shared}")
-    summary = campaign(args.minutes, args.seed, args.timeout, args.shared, args.verbose)
+    summary = campaign(args.minutes, args.seed, args.timeout, args.shared, args.verbose, args.cache_every)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(f"fuzz: {summary['minutes']} min, seed {summary['seed']}, {summary['seeds']} seed files: "
               f"{summary['tried']} inputs tried, {summary['converted']} converted, {summary['clean']} clean errors, "
-              f"{summary['crash']} crashes, {summary['hang']} hangs, {summary['nonfinite']} non-finite outputs")
+              f"{summary['crash']} crashes, {summary['hang']} hangs, {summary['nonfinite']} non-finite outputs, "
+              f"{summary['outside']} touching files outside the build and cache folders "
+              f"({summary['cache_cases']} inputs were cache mutations)")
         for problem in summary["problems"]:
             print("  " + problem)
-    return 1 if summary["crash"] or summary["hang"] or summary["nonfinite"] else 0
+    return 1 if summary["crash"] or summary["hang"] or summary["nonfinite"] or summary["outside"] else 0
 
 
 if __name__ == "__main__":

@@ -151,6 +151,13 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
                 _remove_empty_parents(stale.parent, usd_dir)
         os.replace(staging / key_name, usd_dir / key_name)
         return relative
+    except OSError as exc:  # a write failed (a full disk): named as the output, not the temporary folder
+        text = str(exc).replace(str(staging), str(usd_dir))
+        if text == str(exc):
+            raise
+        error = OSError(text)
+        error.errno = exc.errno
+        raise error from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

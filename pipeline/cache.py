@@ -20,13 +20,15 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import stat
 import time
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, NamedTuple
 
-from usdforge.pipeline.fingerprint import by_size_in_threads, file_size
+from usdforge.pipeline.fingerprint import by_size_in_threads
 
 log = logging.getLogger("usdforge")
 
@@ -36,6 +38,15 @@ CACHE_ENV = "USDFORGE_CACHE"
 BUILD_ENV = "USDFORGE_BUILD_ID"
 _STATS = "stats.log"
 _PROCESS_BUILD = uuid.uuid4().hex[:12]
+#: The largest object read from a cache, in bytes (larger: treated as absent). Bounds a reader's memory
+#: against a forged entry; a real robot's largest output (a geometry layer) is tens of MB.
+MAX_OBJECT_BYTES = 1 << 30
+#: The largest entry (JSON) read from a cache, in bytes.
+MAX_ENTRY_BYTES = 16 << 20
+_SHA = re.compile(r"[0-9a-f]{64}")
+#: Opens a cache file without following a link, and without waiting on a FIFO's writer.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 
 
 class Artifact(NamedTuple):
@@ -64,6 +75,64 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def unsafe_file_name(name: object) -> str | None:
+    """Why ``name`` (a file name in a cache entry or a worker's artifact) cannot be written under an
+    output folder, or None when it can: a plain relative POSIX path (no ``..``, ``.`` or empty part, not
+    absolute, no backslash, control character or NUL, at most 1024 characters)."""
+    if not isinstance(name, str) or not name:
+        return "not a file name"
+    if len(name) > 1024:
+        return "longer than 1024 characters"
+    if any(ord(c) < 32 or c in "\\\x7f" for c in name):
+        return "a control character or backslash in the name"
+    if name.startswith("/"):
+        return "an absolute path"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return "a '..', '.' or empty part"
+    return None
+
+
+def unsafe_file_names(names: Iterable[object]) -> str | None:
+    """The first problem of a set of names to be written together (each as ``unsafe_file_name``, and no
+    name the folder of another), as ``'name': problem``; None when every one can be written."""
+    names = list(names)
+    for name in names:
+        problem = unsafe_file_name(name)
+        if problem is not None:
+            return f"{name!r}: {problem}"
+    folders = {str(parent) for name in names for parent in PurePosixPath(name).parents}
+    for name in names:
+        if name in folders:
+            return f"{name!r}: both a file and a folder"
+    return None
+
+
+def is_sha256(value: object) -> bool:
+    """Whether ``value`` is a SHA-256 as the cache names objects: 64 lower-case hex digits."""
+    return isinstance(value, str) and _SHA.fullmatch(value) is not None
+
+
+def _read_regular(name: str, dir_fd: int | None, limit: int) -> bytes:
+    """The bytes of the regular file ``name`` (relative to ``dir_fd``), read without following a link and
+    without blocking on a FIFO or device. Raises OSError when it is not a regular file or holds more than
+    ``limit`` bytes."""
+    fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{name}: not a regular file")
+        if info.st_size > limit:
+            raise OSError(f"{name}: larger than {limit} bytes")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise OSError(f"{name}: larger than {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
 class Store:
     """One cache folder. Methods never raise for cache problems: a broken cache is an absent one."""
 
@@ -81,6 +150,57 @@ class Store:
     def _entry_path(self, key: str) -> Path:
         return self.root / "entries" / key[:2] / f"{key}.json"
 
+    def _open_folder(self, parts: tuple[str, ...], create: bool = False) -> int:
+        """A descriptor of the folder ``root/<parts…>``, each part opened without following a symbolic
+        link (a link planted in a shared cache cannot send a read, write or removal elsewhere); made when
+        ``create``. The root itself is the user's choice and may be a link. Raises OSError."""
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            if not create:
+                raise
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            for part in parts:
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(part, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _read(self, parts: tuple[str, ...], name: str, limit: int) -> bytes:
+        """The bytes of the regular file ``root/<parts…>/name``, no link followed on the way (OSError)."""
+        folder = self._open_folder(parts)
+        try:
+            return _read_regular(name, folder, limit)
+        finally:
+            os.close(folder)
+
+    def _unlink(self, parts: tuple[str, ...], name: str) -> None:
+        """Remove ``root/<parts…>/name`` (a link itself, never its target); silent when absent."""
+        try:
+            folder = self._open_folder(parts)
+        except OSError:
+            return
+        try:
+            os.unlink(name, dir_fd=folder)
+        except OSError:
+            pass
+        finally:
+            os.close(folder)
+
     def _warn_once(self, topic: str, message: str) -> None:
         if topic not in self._warned:
             self._warned.add(topic)
@@ -88,15 +208,27 @@ class Store:
 
     # -- writing
     def _write_atomically(self, destination: Path, data: bytes) -> None:
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        staging = destination.with_name(f".{destination.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        """Write ``data`` to ``destination`` (under the root) through a temporary sibling renamed into place;
+        no folder on the way is a link followed (a planted one raises OSError)."""
+        parts = destination.parent.relative_to(self.root).parts
+        folder = self._open_folder(parts, create=True)
+        staging = f".{destination.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
-            # No fsync: every read verifies the object's hash, so one torn by a power loss is rejected then.
-            staging.write_bytes(data)
-            os.replace(staging, destination)
+            fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
+            try:
+                # No fsync: every read verifies the object's hash, so one torn by a power loss is rejected then.
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(staging, destination.name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
-            staging.unlink(missing_ok=True)
+            try:
+                os.unlink(staging, dir_fd=folder)
+            except OSError:
+                pass
             raise
+        finally:
+            os.close(folder)
 
     def _disable(self, exc: OSError) -> None:
         self.writable = False
@@ -110,7 +242,12 @@ class Store:
             return None
         path = self._object_path(sha)
         try:
-            if not (path.is_file() and path.stat().st_size == len(data)):
+            try:
+                present = os.lstat(path)
+                stored = stat.S_ISREG(present.st_mode) and present.st_size == len(data)
+            except OSError:
+                stored = False
+            if not stored:
                 self._write_atomically(path, data)
         except OSError as exc:
             self._disable(exc)
@@ -137,15 +274,21 @@ class Store:
         return objects
 
     # -- reading
+    def _object_bytes(self, sha: str) -> bytes:
+        """The object file's bytes (unverified): a regular file within ``MAX_OBJECT_BYTES``, else OSError."""
+        if not is_sha256(sha):  # never a path: a forged "../../x" would read (and remove) any file
+            raise OSError(f"{sha!r}: not an object name")
+        return self._read(("objects", sha[:2]), sha, MAX_OBJECT_BYTES)
+
     def get_bytes(self, sha: str) -> bytes | None:
-        """The object's bytes if present and intact; a corrupt one is removed, with a warning, and None."""
-        path = self._object_path(sha)
+        """The object's bytes if present and intact; a corrupt one is removed, with a warning, and None.
+        Only a regular file is read (a link, FIFO or device is absent), within ``MAX_OBJECT_BYTES``."""
         try:
-            data = path.read_bytes()
+            data = self._object_bytes(sha)
         except OSError:
             return None
         if sha256_bytes(data) != sha:
-            self._reject(path, sha)
+            self._reject(sha)
             return None
         return data
 
@@ -153,44 +296,64 @@ class Store:
         """The object's file if present and intact (hashed as ``get_bytes`` does, without keeping its
         bytes), for a reader that opens files itself; a corrupt one is removed, with a warning, and None.
         Objects are never rewritten with other bytes, so the file stays as verified."""
-        path = self._object_path(sha)
+        if not is_sha256(sha):
+            return None
         try:
-            with open(path, "rb") as stream:
-                actual = hashlib.file_digest(stream, "sha256").hexdigest()
+            folder = self._open_folder(("objects", sha[:2]))
         except OSError:
             return None
-        if actual != sha:
-            self._reject(path, sha)
+        try:
+            fd = os.open(sha, _READ_FLAGS, dir_fd=folder)
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_OBJECT_BYTES:
+                    return None
+                os.set_blocking(fd, True)
+                with os.fdopen(fd, "rb", closefd=False) as stream:
+                    actual = hashlib.file_digest(stream, "sha256").hexdigest()
+            finally:
+                os.close(fd)
+        except OSError:
             return None
-        return path
+        finally:
+            os.close(folder)
+        if actual != sha:
+            self._reject(sha)
+            return None
+        return self._object_path(sha)
 
-    def _reject(self, path: Path, sha: str) -> None:
+    def _reject(self, sha: str) -> None:
+        path = self._object_path(sha)
         self._warn_once(f"corrupt:{sha}", f"warning: the build cache object {path} is corrupt (its content "
                                           "does not match its hash): ignored, the artifact is rebuilt")
-        try:
-            path.unlink()
-        except OSError:
-            pass
+        self._unlink(("objects", sha[:2]), sha)
 
     def entry(self, key: str) -> dict[str, Any] | None:
         """An artifact's entry ({"files": {relative name: object sha256}, "meta": …}), or None when absent
-        or unreadable."""
+        or unreadable. An entry naming a file that cannot be written under an output folder
+        (``unsafe_file_names``) or an object by anything but a SHA-256 is corrupt."""
         path = self._entry_path(key)
         try:
-            body = json.loads(path.read_bytes())
+            body = json.loads(self._read(("entries", key[:2]), path.name, MAX_ENTRY_BYTES))
             checksum = body.pop("checksum")
             if body.get("key") != key or sha256_bytes(json.dumps(body, sort_keys=True).encode()) != checksum:
                 raise ValueError("checksum")
             if not isinstance(body["files"], dict):
                 raise ValueError("files")
+            if unsafe_file_names(body["files"]) or not all(map(is_sha256, body["files"].values())):
+                raise ValueError("names")
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, AttributeError, TypeError):
+        except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} is corrupt: ignored, the "
                                             "artifact is rebuilt")
             return None
-        try:
-            os.utime(path)  # the entry's modification time is its last use (prune drops the oldest)
+        try:  # the entry's modification time is its last use (prune drops the oldest)
+            folder = self._open_folder(("entries", key[:2]))
+            try:
+                os.utime(path.name, dir_fd=folder, follow_symlinks=False)
+            finally:
+                os.close(folder)
         except OSError:
             pass
         return body
@@ -202,7 +365,7 @@ class Store:
             return None
         names, shas = list(body["files"]), list(body["files"].values())
         # Read and hashed side by side when large (a robot's geometry layer and textures: megabytes).
-        contents = by_size_in_threads(self.get_bytes, shas, [file_size(self._object_path(sha)) for sha in shas])
+        contents = by_size_in_threads(self.get_bytes, shas, [_lsize(self._object_path(sha)) for sha in shas])
         if any(data is None for data in contents):
             return None
         return Artifact(dict(zip(names, contents)), body.get("meta"), dict(body["files"]))
@@ -215,105 +378,152 @@ class Store:
         line = json.dumps({"build": self.build or build_id(), "kind": kind, "hit": hit,
                            "time": round(time.time(), 3)}) + "\n"
         try:
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            # No link followed: a stats.log planted as a link would append to any file the user can write.
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
             try:
                 fd = os.open(self.root / _STATS, flags, 0o644)
             except FileNotFoundError:  # no cache folder yet (made here, not on every lookup)
                 self.root.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.root / _STATS, flags, 0o644)
             try:
-                os.write(fd, line.encode())  # one short O_APPEND write: lines of concurrent builds never interleave
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.write(fd, line.encode())  # one short O_APPEND write: lines of concurrent builds never interleave
             finally:
                 os.close(fd)
         except OSError:
             pass
 
+    def _lookups(self) -> list[dict[str, Any]]:
+        try:
+            text = _read_regular(str(self.root / _STATS), None, MAX_ENTRY_BYTES * 4).decode()
+            return [item for item in map(json.loads, filter(str.strip, text.splitlines())) if isinstance(item, dict)]
+        except (OSError, ValueError):
+            return []
+
     def stats(self) -> dict[str, object]:
         """Entries, objects, bytes, and the hits and misses of the last build (by kind)."""
-        entries = list(self._files("entries"))
-        objects = list(self._files("objects"))
-        size = sum(file_size(p) for p in entries + objects)
-        lookups = []
-        try:
-            lookups = [json.loads(line) for line in (self.root / _STATS).read_text().splitlines() if line.strip()]
-        except (OSError, ValueError):
-            pass
-        last = lookups[-1]["build"] if lookups else None
+        entries = self._files("entries")
+        objects = self._files("objects")
+        size = sum(entries.values()) + sum(objects.values())
+        lookups = self._lookups()
+        last = lookups[-1].get("build") if lookups else None
         by_kind: dict[str, list[int]] = {}
         for item in lookups:
             if item.get("build") == last:
-                counts = by_kind.setdefault(item.get("kind", "?"), [0, 0])
+                counts = by_kind.setdefault(str(item.get("kind", "?")), [0, 0])
                 counts[0 if item.get("hit") else 1] += 1
         return {"root": str(self.root), "entries": len(entries), "objects": len(objects), "bytes": size,
                 "last_build": {kind: {"hits": h, "misses": m} for kind, (h, m) in sorted(by_kind.items())}}
 
     # -- maintenance
-    def _files(self, folder: str) -> Iterable[Path]:
-        base = self.root / folder
-        if not base.is_dir():
-            return []
-        return (p for p in base.glob("*/*") if p.is_file() and not p.name.startswith("."))
+    def _scan(self, folder: str) -> list[tuple[Path, os.stat_result]]:
+        """(path, lstat) of every file in ``root/folder/*/`` (temporary ones included), without following a
+        symbolic link: a linked folder is not entered, and a link is listed as itself (so removing it
+        removes the link, never its target)."""
+        found = []
+        try:
+            if os.path.islink(self.root / folder):
+                return []
+            with os.scandir(self.root / folder) as top:
+                subs = [entry for entry in top if entry.is_dir(follow_symlinks=False)]
+            for sub in subs:
+                with os.scandir(sub.path) as files:
+                    found.extend((Path(entry.path), entry.stat(follow_symlinks=False)) for entry in files
+                                 if not entry.is_dir(follow_symlinks=False))
+        except OSError:
+            pass
+        return found
+
+    def _files(self, folder: str) -> dict[Path, int]:
+        """{path: size} of the regular files in ``root/folder/*/`` (temporary ones excluded), no link followed."""
+        return {path: info.st_size for path, info in self._scan(folder)
+                if stat.S_ISREG(info.st_mode) and not path.name.startswith(".")}
+
+    def _remove(self, path: Path) -> None:
+        """Remove ``path`` (``root/<folder>/<sub>/<name>``, as ``_scan`` lists it) without following a link."""
+        self._unlink(path.parent.relative_to(self.root).parts, path.name)
 
     def prune(self, max_bytes: int) -> tuple[int, int]:
         """Drop least recently used artifacts until the cache holds at most ``max_bytes``, then the objects
         only they named, orphan objects older than an hour (a younger one may belong to an entry being
-        written), stray temporary files of killed writers, and old statistics. Returns (entries removed,
-        bytes freed)."""
+        written), stray temporary files of killed writers, links and other non-regular files (a cache holds
+        none), and old statistics. No symbolic link is followed, so nothing outside the cache folder is
+        read or removed. Returns (entries removed, bytes freed)."""
         before = self.stats()["bytes"]
-        entries = sorted(self._files("entries"), key=lambda p: _mtime(p))
+        entry_sizes = self._files("entries")
         kept: dict[Path, set[str]] = {}
-        for path in entries:
+        for path in sorted(entry_sizes, key=lambda p: _mtime(p)):
             try:
-                kept[path] = set(json.loads(path.read_bytes())["files"].values())
-            except (OSError, ValueError, KeyError, AttributeError):
-                path.unlink(missing_ok=True)
-        sizes = {p: file_size(p) for p in self._files("objects")}
+                files = json.loads(self._read(path.parent.relative_to(self.root).parts, path.name,
+                                              MAX_ENTRY_BYTES))["files"]
+                kept[path] = {sha for sha in files.values() if is_sha256(sha)}
+            except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
+                self._remove(path)
+        sizes = self._files("objects")
         by_sha = {p.name: s for p, s in sizes.items()}
 
         def total() -> int:
             live = set().union(*kept.values()) if kept else set()
-            return sum(file_size(p) for p in kept) + sum(by_sha.get(sha, 0) for sha in live)
+            return sum(entry_sizes[p] for p in kept) + sum(by_sha.get(sha, 0) for sha in live)
 
         removed, dropped = 0, set()
         for path in list(kept):
             if total() <= max_bytes:
                 break
-            path.unlink(missing_ok=True)
+            self._remove(path)
             dropped |= kept.pop(path)
             removed += 1
         live = set().union(*kept.values()) if kept else set()
         now = time.time()
         for path in sizes:
             if path.name not in live and (path.name in dropped or now - _mtime(path) > 3600):
-                path.unlink(missing_ok=True)
+                self._remove(path)
         for folder in ("objects", "entries"):
-            for stray in (self.root / folder).glob("*/.*.tmp-*") if (self.root / folder).is_dir() else []:
-                if now - _mtime(stray) > 3600:  # a writer killed long ago; a live one is younger
-                    stray.unlink(missing_ok=True)
+            for path, info in self._scan(folder):
+                stray = path.name.startswith(".") and ".tmp-" in path.name
+                if not stat.S_ISREG(info.st_mode) or (stray and now - info.st_mtime > 3600):
+                    # A writer killed long ago (a live one is younger), or what no writer makes: a link, a FIFO.
+                    self._remove(path)
         self._trim_stats()
         return removed, before - self.stats()["bytes"]
 
     def _trim_stats(self, keep: int = 10000) -> None:
-        path = self.root / _STATS
         try:
-            lines = path.read_text().splitlines(keepends=True)
+            lines = _read_regular(str(self.root / _STATS), None, MAX_ENTRY_BYTES * 4).decode().splitlines(keepends=True)
             if len(lines) > keep:
-                self._write_atomically(path, "".join(lines[-keep:]).encode())
-        except OSError:
+                self._write_atomically(self.root / _STATS, "".join(lines[-keep:]).encode())
+        except (OSError, ValueError):
             pass
 
     def clear(self) -> None:
-        """Remove every artifact and object (the folder itself and anything else in it stay)."""
-        for folder in ("objects", "entries"):
-            shutil.rmtree(self.root / folder, ignore_errors=True)
-        (self.root / _STATS).unlink(missing_ok=True)
+        """Remove every artifact and object (the folder itself and anything else in it stay). A folder
+        that is a symbolic link is removed as a link: its target is not touched."""
+        for name in ("objects", "entries", _STATS):
+            path = self.root / name
+            if path.is_symlink() or not path.is_dir():
+                path.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(path, ignore_errors=True)  # rmtree never follows a link inside the tree
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _mtime(path: Path) -> float:
     try:
-        return path.stat().st_mtime
+        return os.lstat(path).st_mtime
     except OSError:
         return 0.0
+
+
+def _lsize(path: Path) -> int:
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
 
 
 def open_store(cache: str | Path | Store | bool | None) -> Store | None:

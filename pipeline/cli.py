@@ -241,6 +241,17 @@ def show_warning(message, category, filename, lineno, file=None, line=None) -> N
         print(text, file=sys.stderr)
 
 
+def error_line(exc: BaseException) -> str:
+    """The one line of a user error: its message on one line, and for a full disk the words "no space
+    left on device" (pxr reports a failed write as "Could not close …" without them)."""
+    import errno
+
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) and "space" not in text.lower():
+        text += " (no space left on device)"
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``usdforge`` console script."""
     args = build_parser().parse_args(argv)
@@ -270,10 +281,14 @@ def _run(args: argparse.Namespace, quiet: bool) -> int:
     except (ConfigError, ConversionError, ValueError, OSError) as exc:
         # One line, whatever the message quotes (a parser's multi-line message, a long value); one line per
         # problem where the error holds several (each missing file of a model).
-        for text in getattr(exc, "lines", None) or [str(exc)]:
-            print("usdforge: error: " + " ".join(part.strip() for part in str(text).splitlines() if part.strip()),
+        lines = getattr(exc, "lines", None)
+        for text in [str(line) for line in lines] if lines else [error_line(exc)]:
+            print("usdforge: error: " + " ".join(part.strip() for part in text.splitlines() if part.strip()),
                   file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: the atomic build has removed its temporary folder; no traceback
+        print("usdforge: interrupted: nothing written", file=sys.stderr)
+        return 130
     if not getattr(args, "quiet", False):
         print(output)
     return 0

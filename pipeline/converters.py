@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import attrs
 
 from usdforge.pipeline.atomic import build_atomically, relative_names
-from usdforge.pipeline.cache import Store, open_store
+from usdforge.pipeline.cache import Store, open_store, unsafe_file_names
 from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, reference_names,
                                            resolve_name)
 from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_size
@@ -140,10 +140,19 @@ class AssetConverterBase:
             from usdforge.rules.conversion_warnings import note, warn
 
             written = []
+            # An artifact is untrusted (a shared cache, a Dask worker): nothing is written before every name
+            # is known to stay inside the output folder.
+            problem = unsafe_file_names(cached.files)
+            if problem is not None:
+                raise ValueError(f"{asset}: the build cache artifact {key} names a file outside its output "
+                                 f"folder ({problem}): nothing restored")
             for item in cached.meta.get("warnings", []) if isinstance(cached.meta, dict) else []:
                 # The conversion's warnings and notes, as it gave them, naming the files where they are now.
-                (note if item.get("note") else warn)(os.path.normpath(asset.parent / item["file"]), item["problem"],
-                                                     item.get("element"), item.get("line"))
+                if isinstance(item, dict) and isinstance(item.get("file"), str) and isinstance(item.get("problem"), str):
+                    element, line = item.get("element"), item.get("line")
+                    (note if item.get("note") else warn)(os.path.normpath(asset.parent / item["file"]), item["problem"],
+                                                         element if isinstance(element, str) else None,
+                                                         line if type(line) is int else None)
             # Every folder once, parents first (mkdir with parents=True tries the child first: 3 calls for 2).
             folders = {parent for name in cached.files for parent in PurePosixPath(name).parents} - {PurePosixPath()}
             for folder in sorted(folders, key=lambda f: len(f.parts)):

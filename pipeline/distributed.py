@@ -216,7 +216,7 @@ def _doit_side_store(cache: str | None, result: dict[str, Any] | None = None) ->
     - with ``result`` (a worker's ``convert_remote`` reply): the worker's artifact is served under its key,
       stored into ``cache`` too when the worker did not already store it there.
     """
-    from usdforge.pipeline.cache import Artifact, Store, open_store, sha256_bytes
+    from usdforge.pipeline.cache import Artifact, Store, open_store, sha256_bytes, unsafe_file_names
 
     real = open_store(cache) if cache is not None else None
 
@@ -234,6 +234,12 @@ def _doit_side_store(cache: str | None, result: dict[str, Any] | None = None) ->
                 if found is None:
                     raise _KeyMismatch(f"{key} is not in the shared build cache {cache}")
                 return found
+            files = result["files"]
+            problem = (unsafe_file_names(files) if isinstance(files, dict)
+                       and all(isinstance(data, bytes) for data in files.values()) else "not a set of files")
+            if problem is not None:  # checked before anything is stored or written
+                raise ValueError(f"the artifact of the Dask worker for {key} names a file outside its output "
+                                 f"folder ({problem}): nothing written")
             if real is not None and not result["shared_cache"] and real.entry(key) is None:
                 real.put_entry(key, result["files"], result["meta"])
             return Artifact(result["files"], result["meta"],

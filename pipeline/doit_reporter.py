@@ -16,7 +16,14 @@ class UsdforgeReporter(ConsoleReporter):
 
     desc = "usdforge: one line per failed entry"
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._deferred: list = []  # tasks to run at the end although a dependency failed
+
     def add_failure(self, task, fail) -> None:
+        if fail.get_name() == "UnmetDependency" and (task.meta or {}).get("despite_failures"):
+            self._deferred.append(task)  # run at the end (``report``)
+            return
         # The group task (``convert``) fails only because its subtasks did: already reported.
         if ":" not in task.name and fail.get_name() == "UnmetDependency":
             return
@@ -36,8 +43,40 @@ class UsdforgeReporter(ConsoleReporter):
         self.write(f"usdforge: error: {message}\n")
 
     def complete_run(self) -> None:
+        self._run_despite_failures()
         failed = [result["task"].name for result in self.failures]
         if failed:
             self.write(f"usdforge: {len(failed)} task(s) failed: {', '.join(failed)}\n")
         if self.runtime_errors:
             self.write("usdforge: error: " + " ".join("\n".join(self.runtime_errors).split("\n")) + "\n")
+
+    def _run_despite_failures(self) -> None:
+        """Run now, at the end of the run, the tasks marked ``meta={"despite_failures": True}`` (``report``)
+        that doit skipped because a task they depend on failed (the failures are reported as usual)."""
+        for task in getattr(self, "_deferred", []):
+            try:
+                for action in task.actions:
+                    action.py_callable(*action.args, **action.kwargs)
+            except Exception as exc:  # noqa: BLE001 - reported as the task's one line
+                self.write(f"usdforge: error: {task.name}: {type(exc).__name__}: {exc}\n")
+                self.failures.append({"task": task, "exception": TaskFailed(str(exc))})
+                continue
+            self.write(f"usdforge: {task.name}: written despite failed tasks\n")
+
+
+def quiet_interrupt() -> None:
+    """Ctrl-C during ``doit``: one line, ``usdforge: interrupted``, instead of a traceback. doit lets the
+    KeyboardInterrupt through after saving its state, and each conversion's ``finally`` has removed its
+    temporary folder; Python still exits as killed by SIGINT (status 130 in a shell)."""
+    import sys
+
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            sys.stderr.write("usdforge: interrupted: finished entries are kept, the others are converted by the "
+                             "next run\n")
+            return
+        previous(kind, value, traceback)
+
+    sys.excepthook = hook

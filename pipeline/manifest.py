@@ -29,11 +29,11 @@ from usdforge.rules.errors import ConversionError
 from usdforge.schemas import ConfigError, structure_cfg
 from usdforge.schemas.validators import FieldValueError
 
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 def _valid_name(instance: Any, attribute: Any, value: str) -> None:
-    if not _NAME.match(value):
+    if not isinstance(value, str) or not _NAME.fullmatch(value):  # fullmatch: "a\n" matched ^…$
         raise FieldValueError(attribute.name, f"expected a name of letters, digits, '_', '-', '.', found {value!r}")
 
 
@@ -120,9 +120,11 @@ def load_library(path: str | Path) -> Library:
         raise ConfigError(f"{path}: {exc}") from None
     seen: dict[str, int] = {}
     for index, entry in enumerate(library.assets):
-        if entry.name in seen:
-            raise ConfigError(f"{path}: assets[{index}].name: {entry.name!r} is already used by assets[{seen[entry.name]}]")
-        seen[entry.name] = index
+        # Names differing only in case are one folder on a case-insensitive file system (macOS, Windows).
+        if entry.name.casefold() in seen:
+            raise ConfigError(f"{path}: assets[{index}].name: {entry.name!r} is already used by "
+                              f"assets[{seen[entry.name.casefold()]}] (names are compared ignoring case)")
+        seen[entry.name.casefold()] = index
     return library
 
 

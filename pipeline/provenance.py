@@ -21,8 +21,9 @@ def stamp_provenance(usd_file: Path, record: dict[str, str]) -> None:
     data = dict(layer.customLayerData)
     data[PROVENANCE_KEY] = dict(sorted(record.items()))
     layer.customLayerData = data
-    if not layer.Save(force=True):
-        raise OSError(f"could not write {usd_file}")
+    from usdforge.rules.usd.stage import write_layer
+
+    write_layer(lambda: layer.Save(force=True), Path(usd_file))
 
 
 def read_provenance(usd_file: str | Path) -> dict[str, Any] | None:

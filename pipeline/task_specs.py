@@ -1,14 +1,17 @@
 """What each ``convert`` task needs, computed from the manifest once and cached in the build folder.
 
 Building cfgs and digests needs cattrs and every cfg class; a no-op ``doit convert`` should not pay for
-that. The specs are cached in ``build/cache/`` keyed on the manifest's content hash, its path, the build
-folder and the stamps of the code that shapes cfgs, so any of those changing recomputes them.
+that. The specs are cached in ``build/task-specs/`` (not in the build cache, which may be shared: a spec
+names the files ``doit clean`` removes) keyed on the manifest's content hash, its path, the build folder
+and the stamps of the code that shapes cfgs, so any of those changing recomputes them. A cached spec whose
+outputs do not all lie in its own folder ``<build>/usd/<name>/`` is recomputed too.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,25 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 _CODE = ("schemas", "pipeline/manifest.py", "pipeline/kinds.py", "pipeline/task_specs.py", "rules/outputs.py")
 #: The doc of the one spec of a manifest that cannot be read.
 MANIFEST_ERROR_DOC = "the library manifest has an error"
+
+
+#: The folder of the build folder that caches the specs.
+SPECS_FOLDER = "task-specs"
+
+
+def _confined(spec: dict[str, Any], build_dir: Path) -> bool:
+    """Whether every file a spec names for writing or removal lies in ``<build_dir>/usd/<its name>/``, as
+    ``compute_specs`` makes them (a hand-edited cache file cannot make ``doit clean`` remove other files)."""
+    if "error" in spec:
+        return isinstance(spec.get("error"), str)
+    name = spec["name"]
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        return False
+    folder = normalise(build_dir / "usd" / name)
+    paths = [spec["key_path"], spec["usd_path"], *spec["targets"]]
+    cfg = json.loads(spec["cfg_json"])
+    return spec["usd_dir"] == folder and normalise(cfg["usd_dir"]) == folder and all(
+        isinstance(p, str) and normalise(p) == p and p.startswith(folder + os.sep) for p in paths)
 
 
 def _code_stamp() -> list[Any]:
@@ -79,12 +101,12 @@ def task_specs(library_path: str | Path, build_dir: str | Path) -> list[dict[str
     fingerprint = {"manifest": normalise(library_path), "sha256": file_digest(library_path),
                    "build_dir": normalise(build_dir), "code": _code_stamp()}
     name = hashlib.sha256(fingerprint["manifest"].encode()).hexdigest()[:16]
-    cache = build_dir / "cache" / f"library-{name}.json"
+    cache = build_dir / SPECS_FOLDER / f"library-{name}.json"
     try:
         cached = json.loads(cache.read_text())
-        if cached["fingerprint"] == fingerprint:
+        if cached["fingerprint"] == fingerprint and all(map(_confined, cached["specs"], [build_dir] * len(cached["specs"]))):
             return cached["specs"]
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass  # no cache yet, or an unreadable one: compute the specs afresh
     specs = compute_specs(library_path, build_dir)
     cache.parent.mkdir(parents=True, exist_ok=True)

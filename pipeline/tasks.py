@@ -72,6 +72,10 @@ def die_with_parent() -> None:
     import ctypes
     import signal
 
+    # Ctrl-C reaches every process of the terminal's group: the parent reports it in one line and its
+    # death ends this worker; a worker's own KeyboardInterrupt would print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
@@ -83,8 +87,8 @@ def die_with_parent() -> None:
 
 def clean_outputs(usd_dir: str, key_path: str, targets: list[str]) -> None:
     """doit clean action: remove every file the last conversion wrote (as its lazy key lists them: copied
-    textures included), the key, the planned targets, temporary folders of killed conversions, and the
-    folders left empty."""
+    textures included), the key, ``targets`` (the planned outputs and the entry's failure record),
+    temporary folders of killed conversions, and the folders left empty."""
     import shutil
 
     from usdforge.pipeline.atomic import staging_prefix
@@ -94,8 +98,11 @@ def clean_outputs(usd_dir: str, key_path: str, targets: list[str]) -> None:
     key = read_key(Path(key_path))
     # The record of the last conversion (<stem>.convert.json) is named after the key's stem.
     record = Path(key_path).with_name(Path(key_path).name.removesuffix(".usdforge.toml") + ".convert.json")
-    for path in [*(folder / name for name in (key.outputs if key else {})), Path(key_path), record,
-                 *map(Path, targets)]:
+    from usdforge.pipeline.cache import unsafe_file_name
+
+    # Only names inside the output folder: the key is a file on disk, not a list of paths to trust.
+    for path in [*(folder / name for name in (key.outputs if key else {}) if unsafe_file_name(name) is None),
+                 Path(key_path), record, *map(Path, targets)]:
         if path.is_file() or path.is_symlink():
             path.unlink()
             print(f"removed {path}")
@@ -190,6 +197,33 @@ def report_error(message: str) -> TaskFailed:
     return TaskFailed(message)
 
 
+def failure_path(build_dir: str | Path, name: str) -> Path:
+    """``<build>/failed/<name>.txt``: the one-line error of the entry's last conversion, while it fails
+    (``doit report`` shows it)."""
+    return Path(build_dir) / "failed" / f"{name}.txt"
+
+
+def recording_failure(failure: str, action: Any, args: list[Any]) -> Any:
+    """doit action: ``action(*args)``, keeping its failure's one line in ``failure`` (removed once it
+    succeeds), so the report names why an entry is missing even though doit does not run it again."""
+    try:
+        result = action(*args)
+    except Exception as exc:
+        _write_failure(failure, f"{type(exc).__name__}: {exc}")
+        raise
+    if isinstance(result, TaskFailed):
+        _write_failure(failure, str(result.message))
+    else:
+        Path(failure).unlink(missing_ok=True)
+    return result
+
+
+def _write_failure(failure: str, message: str) -> None:
+    path = Path(failure)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, " ".join(message.split()) + "\n")
+
+
 def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | Path = DEFAULT_BUILD_DIR,
                   cache: str | None = None, options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """The ``convert`` subtasks for every entry of the manifest at ``library_path``.
@@ -220,24 +254,25 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
         manifest_error = "error" in spec and "kind" not in spec and spec["doc"] == MANIFEST_ERROR_DOC
         if shard and not manifest_error and shard_of(spec["name"], shard[1]) != shard[0]:
             continue  # another shard's entry (a broken manifest fails every shard)
+        failure = str(failure_path(build_dir, spec["name"]))
         if "error" in spec:
-            yield {"basename": "convert", "name": spec["name"], "actions": [(report_error, [spec["error"]])],
-                   "doc": spec["doc"], "verbosity": 2}
+            yield {"basename": "convert", "name": spec["name"], "doc": spec["doc"], "verbosity": 2,
+                   "actions": [(recording_failure, [failure, report_error, [spec["error"]]])]}
             continue
         name = spec["name"]
         if not os.path.isfile(spec["source"]):  # one usdforge line naming the entry, nothing converted
             yield {"basename": "convert", "name": name, "doc": spec["doc"], "verbosity": 2,
-                   "actions": [(report_error, [f"{spec['source']}: source of library entry '{name}' not found"
-                                               if not os.path.lexists(spec["source"]) else
-                                               f"{spec['source']}: source of library entry '{name}' is not a "
-                                               "regular file"])]}
+                   "actions": [(recording_failure, [failure, report_error, [
+                       f"{spec['source']}: source of library entry '{name}' not found"
+                       if not os.path.lexists(spec["source"]) else
+                       f"{spec['source']}: source of library entry '{name}' is not a regular file"]])]}
             continue
         yield {
             "basename": "convert", "name": name, "doc": spec["doc"],
             "uptodate": [config_changed(spec["digest"]), (built_unchanged, [spec["root"], spec["usd_dir"]], {})],
             "targets": spec["targets"],
-            "clean": [(clean_outputs, [spec["usd_dir"], spec["key_path"], spec["targets"]])],
-            "actions": [_conversion_action(spec, cache, options)],
+            "clean": [(clean_outputs, [spec["usd_dir"], spec["key_path"], [*spec["targets"], failure]])],
+            "actions": [(recording_failure, [failure, *_conversion_action(spec, cache, options)])],
         }
 
 

@@ -143,7 +143,7 @@ def results_unchanged(task: Any, values: dict[str, Any]) -> bool:
 def write_report_action(entries: list[dict[str, Any]], build_dir: str) -> dict[str, Any]:
     from usdforge.pipeline.report.html import write_report
 
-    results = [entry["result"] for entry in entries if "result" in entry]
+    results = [entry[field] for entry in entries for field in ("result", "failure") if field in entry]
     stamps = _stamps(results)
     write_report(entries, Path(build_dir) / "report")
     return {"results": stamps}
@@ -151,7 +151,13 @@ def write_report_action(entries: list[dict[str, Any]], build_dir: str) -> dict[s
 
 def report_tasks(library_path: str | Path = DEFAULT_LIBRARY,
                  build_dir: str | Path = DEFAULT_BUILD_DIR) -> Iterator[dict[str, Any]]:
-    """``report``: the library's HTML page and one page per asset."""
+    """``report``: the library's HTML page and one page per asset.
+
+    It depends on every asset's pictures (so on its conversion); when one of those fails, doit does not run
+    it, and ``UsdforgeReporter`` writes it at the end of the run instead (``meta["despite_failures"]``):
+    the failed entries first, each with its one-line error (``tasks.failure_path``), the others as usual."""
+    from usdforge.pipeline.tasks import failure_path
+
     entries, deps = [], []
     for spec in task_specs(library_path, build_dir):
         if "error" in spec:
@@ -159,10 +165,11 @@ def report_tasks(library_path: str | Path = DEFAULT_LIBRARY,
             continue
         images = image_paths(spec["name"], build_dir)
         entries.append({"name": spec["name"], "kind": spec["kind"], "source": spec["source"],
-                        "result": verify_result_path(spec), "images": images})
+                        "result": verify_result_path(spec), "images": images,
+                        "failure": str(failure_path(build_dir, spec["name"]))})
         deps.extend(images.values())
     report = Path(build_dir) / "report"
     yield {"basename": "report", "doc": f"write {report / 'index.html'}: every asset at a glance",
            "file_dep": deps, "targets": [str(report / "index.html")], "clean": True,
            "uptodate": [config_changed({"entries": entries}), results_unchanged],
-           "actions": [(write_report_action, [entries, str(build_dir)])]}
+           "actions": [(write_report_action, [entries, str(build_dir)])], "meta": {"despite_failures": True}}

@@ -21,8 +21,12 @@ from usdforge.rules.errors import ConversionError
 MAX_MODEL_BYTES = 256 << 20
 #: Largest mesh, texture or other referenced file read, in bytes.
 MAX_FILE_BYTES = 2 << 30
-#: Largest image decoded as a texture, in pixels (width × height).
+#: Largest image decoded as a texture, in pixels (width × height). Pillow's own limit is set to it
+#: (``PIL.Image.MAX_IMAGE_PIXELS``: its default, about 9459², refused images this limit allows).
 MAX_TEXTURE_PIXELS = 16384 * 16384
+#: Bytes of decoded texels the texture check holds at once: images are decoded side by side (in the
+#: model's order) only while their decoded sizes add up to at most this; a larger one is decoded alone.
+DECODE_BUDGET_BYTES = 256 << 20
 #: Most XML elements in one model file (a 100,000-link robot has about a million).
 MAX_ELEMENTS = 2_000_000
 #: Largest magnitude of a number usdforge writes: USD stores most values as 32-bit floats (at most about
@@ -155,15 +159,7 @@ def _image_problems(paths: list[Path]) -> dict[Path, str | None]:
             problems[path] = None
         else:
             to_decode.append(path)
-    if len(to_decode) > 1 and (os.cpu_count() or 1) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        import PIL.Image  # noqa: F401 - imported once here, not by every thread at once
-
-        with ThreadPoolExecutor(max_workers=min(len(to_decode), os.cpu_count() or 1, 8)) as pool:
-            problems.update(zip(to_decode, pool.map(_image_problem, to_decode)))
-    else:
-        problems.update((path, _image_problem(path)) for path in to_decode)
+    problems.update(_decode_within_budget(to_decode))
     for path in to_decode:
         verdict = verdicts[path]
         if verdict is not None and problems[path] is None:
@@ -172,18 +168,106 @@ def _image_problems(paths: list[Path]) -> dict[Path, str | None]:
     return problems
 
 
-def _image_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be decoded as an image by Pillow (within ``MAX_TEXTURE_PIXELS``), or None.
-    Imported here, where a texture is checked: a model without textures never imports Pillow."""
+def _decode_within_budget(paths: list[Path]) -> dict[Path, str | None]:
+    """{path: why it cannot be decoded as an image (within ``MAX_TEXTURE_PIXELS``), or None}.
+
+    Each image's header is read here, in the model's order; one that passes is decoded side by side with
+    the others on the machine's cores (Pillow releases the GIL), started only when the decoded sizes in
+    flight fit ``DECODE_BUDGET_BYTES`` (a larger one waits until it is alone): memory is bounded whatever
+    the core count."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = min(len(paths), os.cpu_count() or 1, 8)
+    condition = threading.Condition()
+    in_flight = [0]
+
+    def decode(path: Path, cost: int) -> str | None:
+        try:
+            return _image_problem(path, quiet=False)  # its header passed: Pillow has nothing to warn about
+        finally:
+            with condition:
+                in_flight[0] -= cost
+                condition.notify_all()
+
+    problems: dict[Path, str | None] = {}
+    futures = {}
+    if workers <= 1:  # one image, or one core: each opened once, in this thread
+        return {path: _image_problem(path) for path in paths}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for path in paths:
+            problem, cost = _header(path)
+            if problem is not None:
+                problems[path] = problem
+                continue
+            with condition:
+                condition.wait_for(lambda: in_flight[0] == 0 or in_flight[0] + cost <= DECODE_BUDGET_BYTES)
+                in_flight[0] += cost
+            futures[path] = pool.submit(decode, path, cost)
+    problems.update((path, future.result()) for path, future in futures.items())
+    return problems
+
+
+def _header(path: Path) -> tuple[str | None, int]:
+    """(why ``path``'s header is not that of an image within ``MAX_TEXTURE_PIXELS``, or None; the bytes
+    Pillow allocates to decode it)."""
+    Image = _pillow()
+    try:
+        with _opened(Image, path, quiet=True) as image:
+            problem = _size_problem(image)
+            sample = 4 if image.mode in ("I", "F") else 2 if "16" in image.mode else 1
+            return problem, image.width * image.height * max(1, len(image.getbands())) * sample
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
+        return _pillow_problem(Image, exc), 0
+
+
+def _opened(Image, path: Path, quiet: bool):
+    """``Image.open(path)``; ``quiet``: without Pillow's warning for an image over its limit (refused
+    here with a message of its own). Not quiet where threads decode side by side: ``catch_warnings`` is
+    not thread-safe, and an image whose header passed gives no such warning."""
+    import warnings
+
+    if not quiet:
+        return Image.open(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        return Image.open(path)
+
+
+def _size_problem(image) -> str | None:
+    if image.width * image.height > MAX_TEXTURE_PIXELS:
+        return f"{image.width}×{image.height} pixels, over the {MAX_TEXTURE_PIXELS} pixel limit"
+    return None
+
+
+def _pillow_problem(Image, exc: Exception) -> str:
+    if isinstance(exc, Image.DecompressionBombError):  # over twice the limit: Pillow refuses it itself
+        return f"over the {MAX_TEXTURE_PIXELS} pixel limit"
+    return quote(str(exc) or type(exc).__name__)
+
+
+@functools.cache
+def _pillow():
+    """``PIL.Image``, with its pixel limit set to ``MAX_TEXTURE_PIXELS`` (its default, about 9459², is
+    lower than the documented limit). Imported where a texture is checked: a model without textures never
+    imports Pillow."""
     from PIL import Image
 
+    Image.MAX_IMAGE_PIXELS = MAX_TEXTURE_PIXELS
+    return Image
+
+
+def _image_problem(path: Path, quiet: bool = True) -> str | None:
+    """Why ``path`` cannot be decoded as an image by Pillow (within ``MAX_TEXTURE_PIXELS``), or None."""
+    Image = _pillow()
     try:
-        with Image.open(path) as image:
-            if image.width * image.height > MAX_TEXTURE_PIXELS:
-                return f"{image.width}×{image.height} pixels, over the {MAX_TEXTURE_PIXELS} pixel limit"
+        with _opened(Image, path, quiet) as image:
+            problem = _size_problem(image)
+            if problem is not None:
+                return problem
             image.load()
     except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
-        return quote(str(exc) or type(exc).__name__)
+        return _pillow_problem(Image, exc)
     return None
 
 

@@ -25,6 +25,8 @@ BAD = Path(__file__).resolve().parent / "bad_inputs"
 OTHER = {
     "mesh_gltf_not_object.gltf": (": not a glTF document: the JSON is list, not an object", []),
     "mesh_without_extension": (": cannot tell what to convert: the file name has no extension", []),
+    "mesh_stl_wrong_triangle_count.stl": (": binary STL whose header counts 1000 triangles (50084 bytes) but "
+                                          "the file has 134 bytes", []),
 }
 _EXPECT = re.compile(r"<!-- expect: (.*?) -->")
 _ALLOW = re.compile(r"<!-- allow-root: (.*?) -->")
@@ -211,3 +213,45 @@ def test_the_first_failing_reference_is_reported_and_files_after_it_are_not_deco
     with pytest.raises(ConversionError, match=r":2: <mesh>: mesh .* is outside the model's folder"):
         check_references(refs(("texture", "a.png"), ("mesh", ""), ("texture", "bad.png")), [tmp_path])
     assert opened == ["a.png"]
+
+
+@pytest.mark.parametrize("names, expect", [
+    (['"box\\n"'], "expected a name of letters, digits"),           # TOML "box\n": a newline in a folder name
+    (['"Box"', '"box"'], "'box' is already used by assets[0] (names are compared ignoring case)"),
+])
+def test_manifest_names_that_would_clash_as_folders_are_refused(tmp_path, names, expect):
+    """An entry name ending in a newline passed (``re.match`` with ``$``) and failed later with a raw USD
+    error; names differing only in case are one folder on a case-insensitive file system."""
+    from usdforge.pipeline.manifest import load_library
+    from usdforge.schemas import ConfigError
+
+    (tmp_path / "box.stl").write_bytes((BAD / "files" / "nan_vertex.stl").read_bytes())
+    library = tmp_path / "library.toml"
+    library.write_text("".join(f'[[assets]]\nname = {name}\nsource = "box.stl"\n\n' for name in names))
+    with pytest.raises(ConfigError) as caught:
+        load_library(library)
+    message = str(caught.value)
+    assert "\n" not in message  # one line (the name shown escaped)
+    assert message.startswith(str(library)) and expect in message, message
+
+
+def test_a_full_disk_is_one_line_saying_no_space_left(tmp_path, capsys):
+    """pxr reports a layer it cannot write for lack of space as a Tf.ErrorException ending in "Could not
+    close <temporary file>" (it escaped as a traceback): one line naming the output file and the cause,
+    and nothing left on the full file system. Needs a small tmpfs (root, or a container that allows it)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        robot = Path(__file__).resolve().parents[1] / "assets" / "robots" / "tiny_arm"
+        status = main(["convert", "-q", "--no-cache", str(robot / "urdf" / "tiny_arm.urdf"), str(small / "out"),
+                       "--package", f"tiny_arm={robot}"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert status == 1 and len(err) == 1, err
+        assert err[0].startswith(f"usdforge: error: could not write {small / 'out'}/"), err
+        assert err[0].endswith("no space left on device"), err
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=True)  # lazy: pxr may still hold a file open

@@ -217,19 +217,18 @@ def test_a_corrupt_cache_object_is_detected_and_rebuilt(tmp_path, caplog, damage
 def test_kill_9_during_a_cache_write_never_leaves_an_accepted_object(tmp_path):
     cache = tmp_path / "cache"
     script = textwrap.dedent(f"""
-        import sys, time
+        import os, sys, time
         from pathlib import Path
         sys.path.insert(0, {str(REPO)!r})
+        from usdforge.pipeline import cache
         from usdforge.pipeline.cache import Store
 
-        def half_then_hang(self, data):
-            with open(self, "wb") as stream:
-                stream.write(data[: len(data) // 2])
-                stream.flush()
+        def half_then_hang(fd, data):
+            os.write(fd, data[: len(data) // 2])
             print("writing", flush=True)
             time.sleep(120)
 
-        Path.write_bytes = half_then_hang
+        cache._write_all = half_then_hang
         Store({str(cache)!r}).put_entry("k" * 64, {{"big.usd": b"x" * (1 << 20)}})
     """)
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

@@ -196,3 +196,32 @@ def test_convert_verify_report_is_incremental(tmp_path):
     assert ran(edited, "verify") == ["verify:box"]
     assert ran(edited, "thumbnail") == ["thumbnail:box"]
     assert ran(edited, "report") == ["report"]
+
+
+def test_the_report_is_written_when_an_entry_fails_to_convert(tmp_path):
+    """One entry whose source fails to convert (not a misconfigured one: doit runs its conversion): the
+    report is still written, that entry first with its one-line error; fixed, it reports as usual."""
+    pytest.importorskip("vtk", reason="the report's pictures need VTK: pip install 'usdforge[report]'")
+    work = tmp_path / "work"
+    work.mkdir()
+    library = write_library(tmp_path / "lib")
+    text = library.read_text().split("[[assets]]")
+    broken = tmp_path / "lib" / "broken.urdf"
+    broken.write_text('<robot name="r"><link name="a"/><joint name="j" type="fixed"><parent link="a"/>'
+                      '<child link="nowhere"/></joint></robot>')
+    library.write_text("[[assets]]".join(text[:2]) + '\n[[assets]]\nname = "broken"\nsource = "broken.urdf"\n')
+    built = doit(work, "convert", "verify", "report", library=library)
+    assert built.returncode != 0
+    index = work / "build" / "report" / "index.html"
+    assert index.is_file(), built.stdout + built.stderr
+    html = index.read_text()
+    rows = [line for line in html.split("<tr class=\"asset")[1:]]
+    assert 'data-name="broken" data-status="failed"' in rows[0]
+    assert "child link &#x27;nowhere&#x27; is not a link of this robot" in rows[0] and "broken.urdf:1" in rows[0]
+    assert 'data-name="tiny_arm" data-status="passed"' in rows[1]
+    closing = [line for line in (built.stdout + built.stderr).splitlines() if "task(s) failed:" in line]
+    assert closing and "convert:broken" in closing[0] and "report" not in closing[0]
+    broken.write_text('<robot name="r"><link name="a"/></robot>')
+    fixed = doit(work, "convert", "verify", "report", library=library)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert 'data-name="broken" data-status="passed"' in index.read_text()

@@ -101,3 +101,19 @@ def test_a_lost_collider_is_reported(tmp_path):
     instances.GetRootLayer().Save()
     report = verify_urdf(CONFORMANCE / "meshes.urdf", copy / result.usd.name)
     assert any("colliders, the URDF gives" in p for p in report.problems), str(report)
+
+
+def test_a_link_name_with_a_quote_is_verified(tmp_path):
+    """The collider check looked links up with an XPath built from the name: ``it's`` broke it."""
+    urdf = tmp_path / "quote.urdf"
+    urdf.write_text("""<robot name="q">
+  <link name="it's"><inertial><mass value="1"/><inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/>
+  </inertial><collision><geometry><box size="0.1 0.1 0.1"/></geometry></collision></link>
+  <link name="b&quot;c"><inertial><mass value="1"/><inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/>
+  </inertial><collision><geometry><sphere radius="0.1"/></geometry></collision></link>
+  <joint name="j" type="revolute"><parent link="it's"/><child link="b&quot;c"/><axis xyz="0 0 1"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+</robot>""")
+    result = convert_urdf(urdf)
+    report = verify_urdf(urdf, result.usd)
+    assert report.ok, str(report)

@@ -61,6 +61,12 @@ CASES = {
                                      {}, "top.urdf.xacro", 6, ["Undefined parameters [b]", "macro 'm'"]),
     "non_boolean_condition": ({"top.urdf.xacro": HEAD + '  <xacro:if value="maybe">\n    <link name="b"/>\n'
                                '  </xacro:if>\n</robot>\n'}, {}, "top.urdf.xacro", 3, ["not a boolean"]),
+    "include_outside_roots": ({"top.urdf.xacro": HEAD + '  <xacro:include filename="../secret/key.xacro"/>\n'
+                               '  <link name="b"/>\n</robot>\n', "../secret/key.xacro": HEAD + "</robot>\n"}, {},
+                              "top.urdf.xacro", 3, ["refused", "outside"]),
+    "glob_include_outside_roots": ({"top.urdf.xacro": HEAD + '  <xacro:include filename="../secret/*.xacro"/>\n'
+                                    '  <link name="b"/>\n</robot>\n', "../secret/key.xacro": HEAD + "</robot>\n"},
+                                   {}, "top.urdf.xacro", 3, ["refused", "the include pattern", "outside"]),
     "unbounded_memory": ({"top.urdf.xacro": HEAD + '  <link name="${\'x\' * 10**11}"/>\n</robot>\n'}, {},
                          "top.urdf.xacro", 3, ["out of memory"]),
 }
@@ -199,3 +205,49 @@ def test_links_are_followed_then_checked(tmp_path):
     source.unlink()
     source.symlink_to(outside / "top.urdf.xacro")
     assert b'<link name="b7"/>' in expand_xacro(source).urdf
+
+
+def test_an_include_glob_names_no_file_outside_the_roots(tmp_path):
+    """xacro globs an include pattern itself: the error names the pattern as written, never what it matched
+    outside the xacro's folder (a directory listing of another folder)."""
+    files, args, _, _, _ = CASES["glob_include_outside_roots"]
+    source = write_case(tmp_path / "src", files)
+    with pytest.raises(ConversionError) as caught:
+        UrdfConverter(UrdfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out")))
+    assert "key.xacro" not in str(caught.value) and "secret/*.xacro" in str(caught.value)
+
+
+def test_eval_reaches_no_real_builtin_through_a_comprehension(tmp_path):
+    """A comprehension's scope reads free names from the globals, where Python puts the real builtins:
+    with xacro arguments named like builtins, ``$(eval [open for f in [1]])`` gave the real ``open``."""
+    source = write_case(tmp_path / "src", {"top.urdf.xacro": HEAD + '  <xacro:arg name="open" default="1"/>\n'
+                                           '  <xacro:arg name="f" default="2"/>\n'
+                                           '  <xacro:arg name="globals" default="3"/>\n'
+                                           '  <link name="a$(eval [open for f in [1]])"/>\n'
+                                           '  <link name="b$(eval [globals for f in [1]])"/>\n</robot>\n'})
+    urdf = expand_xacro(source).urdf.decode()
+    assert "built-in" not in urdf and 'name="a[1]"' in urdf and 'name="b[3]"' in urdf, urdf
+
+
+def test_an_expansion_larger_than_the_limit_is_refused_in_the_child(tmp_path, monkeypatch):
+    from usdforge.rules.urdf import xacro
+
+    monkeypatch.setattr(xacro, "MAX_EXPANDED_BYTES", 4 << 20)
+    source = write_case(tmp_path / "src", {"top.urdf.xacro": HEAD + '  <link name="${\'b\' * 8000000}"/>\n</robot>\n'})
+    with pytest.raises(ConversionError) as caught:
+        expand_xacro(source)
+    assert str(caught.value).startswith(f"{source}: xacro: the expanded URDF is larger than 4 MiB"), caught.value
+
+
+def test_the_parent_reads_at_most_the_limit_of_a_childs_reply():
+    """A child that sends more than the limit (not the expansion process: it checks its own size) is
+    stopped once the parent has read the limit, so the parent never holds more."""
+    import sys
+
+    from usdforge.rules.urdf.xacro import _run_bounded
+
+    writer = "import sys\nfor _ in range(256): sys.stdout.buffer.write(b'x' * (1 << 20))\n"
+    stdout, _, status = _run_bounded([sys.executable, "-c", writer], b"", 60, 1 << 20)
+    assert stdout is None and status is not None and status != 0
+    stdout, _, status = _run_bounded([sys.executable, "-c", "print('ok')"], b"", 60, 1 << 20)
+    assert stdout == (b"ok", b"") and status == 0

@@ -58,8 +58,11 @@ def load_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for entry in entries:
         row = {"name": entry["name"], "entry": entry}
+        failure = _failure(entry.get("failure"))
         if "error" in entry:
             row.update(status="failed", error=entry["error"])
+        elif failure is not None:  # its conversion failed: any result is of an older output
+            row.update(status="failed", error=failure)
         else:
             try:
                 row["result"] = json.loads(Path(entry["result"]).read_text())
@@ -69,6 +72,18 @@ def load_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows.append(row)
     rows.sort(key=lambda r: (r["status"] != "failed", r["name"]))
     return rows
+
+
+def _failure(path: str | None) -> str | None:
+    """The one-line error the entry's last conversion left (``tasks.failure_path``), if it failed."""
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as stream:
+            text = stream.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return None
+    return " ".join(text.split()) or "the conversion failed"
 
 
 def warnings_of(result: dict[str, Any]) -> list[str]:

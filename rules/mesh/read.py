@@ -48,6 +48,8 @@ def load_parts(path: Path, units: str | None = None, process: bool = True) -> li
         raise ConversionError(path, f"{what} (supported: {', '.join(MESH_FORMATS)})")
     if extension == "gltf":
         _check_gltf_document(path)
+    if extension == "stl":
+        _check_stl(path)
     try:
         with _quiet_trimesh():
             scene = _load_scene(path, extension, process)
@@ -80,6 +82,35 @@ def _quiet_trimesh() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+def _check_stl(path: Path) -> None:
+    """ConversionError for an STL that is neither a binary STL of the size its triangle count gives
+    (84 + 50 × count bytes) nor ASCII text starting with ``solid``: trimesh would parse a truncated or
+    padded binary file as ASCII and fail on its bytes (without the optional ``charset_normalizer``,
+    with "No module named 'charset_normalizer'")."""
+    import struct
+
+    size = path.stat().st_size
+    with open(path, "rb") as stream:
+        head = stream.read(1024)
+    if len(head) >= 84:
+        count = struct.unpack_from("<I", head, 80)[0]
+        if size == 84 + 50 * count:
+            return
+    text = head.lstrip()
+    if text[:5].lower() == b"solid":
+        try:
+            head.decode("utf-8")
+            return
+        except UnicodeDecodeError as exc:
+            if exc.start >= len(head) - 3:  # a character cut by the 1024-byte read
+                return
+    if len(head) < 84:
+        raise ConversionError(path, f"not an STL file: {size} bytes, shorter than a binary STL's 84-byte "
+                                    "header, and not ASCII STL text")
+    raise ConversionError(path, f"binary STL whose header counts {count} triangles ({84 + 50 * count} bytes) "
+                                f"but the file has {size} bytes (truncated or corrupt)")
 
 
 def _check_gltf_document(path: Path) -> None:

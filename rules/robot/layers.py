@@ -10,7 +10,7 @@ from pxr import Sdf, Usd
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.usd.finite import check_layer_finite
-from usdforge.rules.usd.stage import relative_asset_path
+from usdforge.rules.usd.stage import relative_asset_path, write_layer
 
 #: Payload order of the interface layer, strongest first.
 PAYLOAD_ORDER = ("physx", "newton", "mujoco", "physics", "materials", "instances", "base")
@@ -95,8 +95,8 @@ class RobotLayers:
         for file, layer in layers.items():
             if contents and file in contents:
                 file.write_bytes(contents[file])
-            elif not layer.Save(force=True):
-                raise OSError(f"could not write {file}")
+            else:
+                write_layer(lambda: layer.Save(force=True), file)
         return list(layers)
 
     def _interface(self, name: str) -> Sdf.Layer:

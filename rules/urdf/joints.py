@@ -125,12 +125,12 @@ def check_mimics(src: UrdfSource, robot: Robot, joint_elements: dict[str, etree.
         line = joint.custom.pop("urdf:mimic:line", None)
         leader = by_name.get(joint.mimic.joint)
         problem = None
-        if joint.kind not in ONE_DOF:
-            problem = f"a {joint.kind} joint cannot follow another joint"
-        elif leader is None:
+        if leader is None:  # whatever the follower's type (urdfdom rejects a fixed one's unknown leader too)
             raise ConversionError(src.path, f"<mimic joint=\"{joint.mimic.joint}\">: the joint to follow is not a "
                                             "joint of this robot (or was a floating world joint)",
                                   describe(joint_elements[joint.name]), line)
+        if joint.kind not in ONE_DOF:
+            problem = f"a {joint.kind} joint cannot follow another joint"
         elif leader.kind not in ONE_DOF:
             problem = f"leader joint '{leader.name}' is {leader.kind}: it has no coordinate to follow"
         if problem is not None:

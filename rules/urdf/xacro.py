@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -28,6 +29,10 @@ from usdforge.rules.errors import ConversionError
 TIMEOUT_S = 60.0
 #: Address-space limit of the expansion's process, in bytes.
 MEMORY_BYTES = 2 << 30
+#: The largest expanded URDF, in bytes: the limit of any model file (``rules.files.MAX_MODEL_BYTES``).
+MAX_EXPANDED_BYTES = 256 << 20
+#: What the parent reads of the child's reply besides the URDF (file list, warnings), in bytes.
+_REPLY_OVERHEAD = 16 << 20
 
 
 def is_xacro(path: str | Path) -> bool:
@@ -111,23 +116,89 @@ def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | 
             memory_bytes: int, tree_root: str | None = None, env: dict[str, str] | None = None,
             allowed: tuple[str, ...] = ()) -> Expansion:
     request = {"path": str(path), "packages": dict(packages or {}), "args": dict(args or {}),
-               "memory_bytes": memory_bytes, "tree_root": tree_root, "env": dict(env or {}),
-               "allowed": list(allowed)}
+               "memory_bytes": memory_bytes, "max_bytes": MAX_EXPANDED_BYTES, "parent": os.getpid(),
+               "tree_root": tree_root, "env": dict(env or {}), "allowed": list(allowed)}
     # -P: neither this folder (its xacro.py) nor the working directory may shadow the xacro package.
     command = [sys.executable, "-P", str(Path(__file__).with_name("xacro_process.py"))]
+    stdout, stderr, returncode = _run_bounded(command, json.dumps(request).encode(), timeout_s,
+                                              MAX_EXPANDED_BYTES + _REPLY_OVERHEAD)
+    if returncode is None:
+        raise XacroError(path, f"the expansion took longer than {timeout_s:g} s (stopped)")
+    if stdout is None:
+        raise XacroError(path, f"the expanded URDF is larger than {MAX_EXPANDED_BYTES >> 20} MiB (stopped)")
+    header, urdf = stdout
     try:
-        done = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        raise XacroError(path, f"the expansion took longer than {timeout_s:g} s (stopped)") from None
-    try:
-        reply = json.loads(done.stdout)
+        reply = json.loads(header)
     except ValueError:
-        tail = " ".join(done.stderr.strip().splitlines()[-1:]) or f"exit status {done.returncode}"
+        tail = " ".join(stderr.decode(errors="replace").strip().splitlines()[-1:]) or f"exit status {returncode}"
         raise XacroError(path, f"the expansion failed ({tail})") from None
     files = tuple(reply.get("files") or ())
     if not reply.get("ok"):
         raise XacroError(reply.get("file") or path, reply.get("problem") or "the expansion failed",
                          reply.get("line"), files)
-    return Expansion(reply["urdf"].encode(), files, dict(reply.get("digests") or {}),
-                     tuple(reply.get("warnings") or ()), tuple(reply.get("unused") or ()))
+    return Expansion(urdf, files, dict(reply.get("digests") or {}), tuple(reply.get("warnings") or ()),
+                     tuple(reply.get("unused") or ()))
+
+def _run_bounded(command: list[str], request: bytes, timeout_s: float,
+                 max_bytes: int) -> tuple[tuple[bytes, bytes] | None, bytes, int | None]:
+    """Run ``command`` with ``request`` on its stdin; ((stdout's first line, the rest of stdout), the last
+    64 kB of stderr, exit status). stdout is read in chunks and the process killed once it has sent more
+    than ``max_bytes`` (stdout None then), so the parent never holds more than that, once; the status is
+    None when it ran past ``timeout_s`` (killed)."""
+    import io
+
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first: list[bytes] = []
+    rest = io.BytesIO()  # getvalue() hands over its buffer: the expanded URDF is held once
+    errors: list[bytes] = []
+    state = {"size": 0, "over": False}
+
+    def read_out() -> None:
+        line = process.stdout.readline(max_bytes + 1)
+        first.append(line.rstrip(b"\n"))
+        state["size"] = len(line)
+        while state["size"] <= max_bytes:
+            chunk = process.stdout.read1(1 << 20)
+            if not chunk:
+                return
+            state["size"] += len(chunk)
+            rest.write(chunk)
+        state["over"] = True
+        process.kill()
+        while process.stdout.read1(1 << 20):  # until the killed process's pipe is closed
+            pass
+
+    def read_err() -> None:
+        while True:
+            chunk = process.stderr.read(1 << 16)
+            if not chunk:
+                return
+            errors.append(chunk)
+            del errors[:-2]
+
+    readers = [threading.Thread(target=read_out, daemon=True), threading.Thread(target=read_err, daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        process.stdin.write(request)
+        process.stdin.close()
+    except OSError:  # the child exited before reading its request: its status and stderr tell why
+        pass
+    try:
+        returncode = process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        returncode = None
+    except BaseException:  # Ctrl-C (KeyboardInterrupt) or an error here: the expansion is not left running
+        process.kill()
+        process.wait()
+        raise
+    finally:
+        for reader in readers:
+            reader.join()
+        process.stdout.close()
+        process.stderr.close()
+    if state["over"]:
+        return None, b"".join(errors)[-65536:], returncode
+    return ((first[0] if first else b""), rest.getvalue()), b"".join(errors)[-65536:], returncode

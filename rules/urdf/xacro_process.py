@@ -35,9 +35,15 @@ What the child changes in ``xacro`` (2.1.1, pinned in pyproject.toml), and why:
   misspelt ``--xacro-arg`` would otherwise change nothing, silently.
 * xacro's warnings are collected and sent back (the parent re-issues them as ConversionWarnings).
 
-The reply: ``{"ok": true, "urdf": TEXT, "files": [...], "digests": {file: sha256 or "missing"},
-"warnings": [...]}`` or ``{"ok": false, "file":
-PATH, "line": N or null, "problem": TEXT, "files": [...]}``.
+* ``$(eval ...)`` runs with empty builtins in one namespace holding only the names it uses, so no scope
+  (a comprehension's included) reaches Python's real builtins; include globs start inside the roots and
+  match only files inside them (``_ConfinedGlob``); an error names and searches for its line only files
+  the expansion read.
+* The expanded URDF may hold at most ``request["max_bytes"]`` bytes (checked here, before it is sent).
+
+The reply: one JSON line, ``{"ok": true, "files": [...], "digests": {file: sha256 or "missing"},
+"warnings": [...]}`` followed by the expanded URDF's bytes, or ``{"ok": false, "file": PATH, "line": N or
+null, "problem": TEXT, "files": [...]}``.
 """
 
 from __future__ import annotations
@@ -184,7 +190,8 @@ class Session:
         real = os.path.realpath(path)
         if not _inside(real, self.roots):
             raise Refused(f"{path} is outside the xacro's folder and its package roots "
-                          f"({', '.join(self.roots)}); usdforge reads no file from elsewhere")
+                          f"({', '.join(self.roots)}); usdforge reads no file from elsewhere",
+                          os.path.basename(path))  # found on the line that names it
         try:
             info = os.stat(real)
         except FileNotFoundError:
@@ -198,6 +205,25 @@ class Session:
         stream = io.BytesIO(data) if "b" in mode else io.StringIO(data.decode(kwargs.get("encoding") or "utf-8"))
         stream.name = path  # parsers name the file in their errors (YAML's marks)
         return stream
+
+
+class _ConfinedGlob:
+    """``glob`` for xacro's include patterns: a pattern must start inside the roots, and only matches
+    inside them are returned, so an include glob neither lists nor names files elsewhere."""
+
+    def __init__(self, session: Session):
+        self.session = session
+
+    def glob(self, pattern: str, *args: Any, **kwargs: Any) -> list[str]:
+        import glob
+
+        fixed = re.split(r"[*?\[]", pattern, maxsplit=1)[0]
+        base = os.path.realpath(os.path.dirname(fixed) or ".")
+        if not _inside(base, self.session.roots):
+            raise Refused(f"the include pattern '{pattern}' is outside the xacro's folder and its package "
+                          "roots; usdforge reads no file from elsewhere", os.path.basename(pattern))
+        return [match for match in glob.glob(pattern, *args, **kwargs)
+                if _inside(os.path.realpath(match), self.session.roots)]
 
 
 def _install(session: Session) -> None:
@@ -256,7 +282,22 @@ def _install(session: Session) -> None:
         check_expression(text, names)
         return original_eval(text, context)
 
+    def confined_eval(text: str, scope: Any, wrapper: Any) -> Any:
+        # xacro calls eval(text, {}, wrapper): Python then adds the real builtins to the empty globals,
+        # and a comprehension's scope reads its free names from the globals, not from ``wrapper``
+        # (``[open(f) for f in ...]`` with an argument named ``f`` reached the real ``open``). One
+        # namespace with empty builtins, holding only the names the expression uses, serves every scope.
+        namespace: dict[str, Any] = {"__builtins__": {}}
+        for name in {n.id for n in ast.walk(ast.parse(text.strip(), mode="eval")) if isinstance(n, ast.Name)}:
+            try:
+                namespace[name] = wrapper[name]
+            except KeyError:
+                pass
+        return eval(text.strip(), namespace, namespace)
+
+    substitution_args.eval = confined_eval  # module-level name: found before the builtin by _eval
     substitution_args._eval = checked_eval
+    xacro.glob = _ConfinedGlob(session)  # xacro globs include patterns with glob.glob
     original_resolve = substitution_args._resolve_args
     # ROS 2 launch spells $(find pkg) as $(find-pkg-share pkg); xacro 2.1.1 knows only the former.
     find_pkg_share = re.compile(r"\$\(\s*find-pkg-share\s")
@@ -332,8 +373,10 @@ def _line_of(file: str, needles: list[str]) -> int | None:
     return None
 
 
-def _locate(exc: BaseException, source: Path) -> tuple[str, int | None, str]:
-    """(file, line or None, problem) of an expansion error."""
+def _locate(exc: BaseException, source: Path, session: Session | None = None) -> tuple[str, int | None, str]:
+    """(file, line or None, problem) of an expansion error. Only files the expansion read (through the
+    guarded ``open``: inside the roots, regular) are searched for the line or named: a file outside them
+    that xacro was about to open (an include of ``/etc/…``) is neither read here nor named."""
     import xml.parsers.expat
 
     import xacro
@@ -342,14 +385,17 @@ def _locate(exc: BaseException, source: Path) -> tuple[str, int | None, str]:
     stack = [f for f in (xacro.filestack or []) if f]
     for error in _chain(exc):
         if isinstance(error, xml.parsers.expat.ExpatError):
-            return (stack[-1] if stack else str(source)), error.lineno, problem
+            read = [f for f in stack if session is None or os.path.abspath(f) in session.digests]
+            return (read[-1] if read else str(source)), error.lineno, problem
         mark = getattr(error, "problem_mark", None)  # yaml.MarkedYAMLError: the YAML file is at fault
-        if mark is not None and os.path.isabs(str(mark.name)):
+        if mark is not None and os.path.isabs(str(mark.name)) and (session is None or str(mark.name) in session.digests):
             what = " ".join(str(getattr(error, "problem", None) or error).split())
             return str(mark.name), mark.line + 1, f"not valid YAML: {what}"
     # Macro bodies are evaluated where they are called; their text is in the file that defined them.
     defined = [m.history[-1][-1] for m in reversed(xacro.macrostack or []) if m.history and m.history[-1]]
     candidates = [os.path.abspath(f) for f in [*defined, *reversed(stack)] if f]
+    if session is not None:
+        candidates = [f for f in candidates if f in session.digests]
     for file in dict.fromkeys(candidates):
         line = _line_of(file, needles)
         if line is not None:
@@ -371,12 +417,16 @@ def expand(request: dict[str, Any]) -> dict[str, Any]:
     try:
         mappings = UsageDict(request.get("args") or {})
         document = xacro.process_file(str(source), mappings=mappings)
-        text = document.toxml()
+        text = document.toxml().encode()
+        limit = int(request.get("max_bytes") or 0)
+        if limit and len(text) > limit:
+            return {"ok": False, "file": str(source), "line": None, "files": session.files,
+                    "problem": f"the expanded URDF is larger than {limit >> 20} MiB ({len(text) >> 20} MiB)"}
     except RecursionError:
         return {"ok": False, "file": str(source), "line": None, "files": session.files,
                 "problem": "macros or properties nest too deeply (a recursive definition?)"}
     except Exception as exc:  # noqa: BLE001 - every failure of the expansion is the input's problem
-        file, line, problem = _locate(exc, source)
+        file, line, problem = _locate(exc, source, session)
         return {"ok": False, "file": file, "line": line, "problem": problem, "files": session.files}
     finally:
         sys.stdout, sys.stderr = stdout, stderr
@@ -387,8 +437,34 @@ def expand(request: dict[str, Any]) -> dict[str, Any]:
             "unused": unused}
 
 
+def write_reply(reply: dict[str, Any], stream: Any) -> None:
+    """The reply as one JSON line (ASCII, so no newline inside) and then, for a success, the expanded
+    URDF's bytes as they are: the parent reads them in bounded chunks instead of parsing them from JSON."""
+    urdf = reply.pop("urdf", b"")
+    stream.write(json.dumps(reply).encode() + b"\n")
+    stream.write(urdf)
+    stream.flush()
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to kill this process when the process that started it dies (a ``doit -n`` worker killed
+    after Ctrl-C, a ``kill -9``): an expansion is never left running on its own. Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent and os.getppid() != parent:  # the parent died before prctl
+        os._exit(1)
+
+
 def main() -> None:
     request = json.loads(sys.stdin.read())
+    _die_with_parent(int(request.get("parent") or 0))
     global _memory_limit
     limit = _memory_limit = int(request.get("memory_bytes") or 0)
     if limit:
@@ -400,7 +476,7 @@ def main() -> None:
     except MemoryError:
         reply = {"ok": False, "file": request["path"], "line": None, "files": [],
                  "problem": f"the expansion needs more than {limit >> 20} MiB of memory"}
-    sys.stdout.write(json.dumps(reply))
+    write_reply(reply, sys.stdout.buffer)
 
 
 if __name__ == "__main__":

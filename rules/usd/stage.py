@@ -52,8 +52,7 @@ def export_stage(stage: Usd.Stage, path: Path) -> Path:
     """Write an in-memory stage's root layer to ``path`` (``.usda`` text, ``.usd``/``.usdc`` binary)."""
     check_layer_finite(stage.GetRootLayer())
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not stage.GetRootLayer().Export(str(path)):
-        raise OSError(f"could not write {path}")
+    write_layer(lambda: stage.GetRootLayer().Export(str(path)), path)
     return path
 
 
@@ -61,9 +60,34 @@ def save_stage(stage: Usd.Stage) -> Path:
     """Save a stage made with ``new_stage(..., path)`` to its file."""
     layer = stage.GetRootLayer()
     check_layer_finite(layer)
-    if not layer.Save():
-        raise OSError(f"could not write {layer.realPath}")
+    write_layer(layer.Save, Path(layer.realPath))
     return Path(layer.realPath)
+
+
+def write_layer(write, path: Path) -> None:
+    """Run ``write`` (a layer's Save or Export); OSError naming ``path`` when it fails. pxr reports a full
+    disk as a Tf.ErrorException ending in "Could not close …" (the cause is a line above it): the error
+    says "no space left on device" then, with ``errno`` ENOSPC."""
+    import errno
+    import shutil
+
+    from pxr import Tf
+
+    try:
+        if write():
+            return
+        detail = ""
+    except Tf.ErrorException as exc:
+        detail = str(exc)
+    full = "no space left" in detail.lower()
+    if not full:
+        try:
+            full = shutil.disk_usage(path.parent).free < (1 << 20)
+        except OSError:
+            pass
+    error = OSError(f"could not write {path}" + (": no space left on device" if full else ""))
+    error.errno = errno.ENOSPC if full else errno.EIO
+    raise error
 
 
 def unique(name: str, taken: set[str]) -> str:

@@ -529,13 +529,20 @@ def _check_colliders(root, urdf_path: Path, packages: dict, stage, bodies: dict,
     <visual> elements, for links without collisions, when ``from_visuals``)."""
     from pxr import Usd, UsdPhysics
 
+    # Looked up by name, not with a path expression: a name holding a quote (') would break one.
+    links: dict[str, object] = {}
+    for link in root.iterfind("link"):
+        links.setdefault(link.get("name"), link)
     for body, held in holdings.items():
         expected = 0
         for name in held:
+            link = links.get(name)
+            if link is None:
+                continue
             kind = "collision"
-            if from_visuals and root.find(f"link[@name='{name}']/collision") is None:
+            if from_visuals and link.find("collision") is None:
                 kind = "visual"
-            for collision in root.iterfind(f"link[@name='{name}']/{kind}/geometry/*"):
+            for collision in link.iterfind(f"{kind}/geometry/*"):
                 if collision.tag != "mesh":
                     expected += 1
                     continue

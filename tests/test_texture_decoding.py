@@ -1,0 +1,65 @@
+"""Texture decoding (#24): memory bounded by a byte budget for the decodes in flight, whatever the core
+count, in the model's order; and the pixel limit is the documented 16384², not Pillow's lower default."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from usdforge.rules import files
+
+
+def test_decodes_in_flight_stay_within_the_byte_budget_in_model_order(tmp_path, monkeypatch):
+    paths = []
+    for index in range(8):
+        path = tmp_path / f"t{index}.png"
+        Image.new("RGBA", (256, 256), (index, 0, 0, 255)).save(path)  # 256 kB decoded each
+        paths.append(path)
+    monkeypatch.setattr(files, "DECODE_BUDGET_BYTES", 600 * 1024)  # two at a time
+    monkeypatch.setattr(files.os, "cpu_count", lambda: 8)
+    lock = threading.Lock()
+    state = {"now": 0, "most": 0, "started": []}
+    decode = files._image_problem
+
+    def counting(path: Path, **options) -> str | None:
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+            state["started"].append(path)
+        time.sleep(0.05)  # long enough for every free worker to start its own
+        try:
+            return decode(path, **options)
+        finally:
+            with lock:
+                state["now"] -= 1
+
+    monkeypatch.setattr(files, "_image_problem", counting)
+    problems = files._image_problems(paths)
+    assert problems == {path: None for path in paths}
+    assert state["most"] == 2, state["most"]  # 8 workers, but the budget holds two 256 kB decodes
+    assert state["started"] == paths
+
+
+def test_an_image_too_large_for_the_budget_is_decoded_alone(tmp_path, monkeypatch):
+    small, large = tmp_path / "small.png", tmp_path / "large.png"
+    Image.new("L", (64, 64)).save(small)
+    Image.new("L", (2048, 2048)).save(large)  # 4 MB decoded
+    monkeypatch.setattr(files, "DECODE_BUDGET_BYTES", 1 << 20)
+    monkeypatch.setattr(files.os, "cpu_count", lambda: 4)
+    assert files._image_problems([small, large, small]) == {small: None, large: None}
+
+
+def test_the_pixel_limit_is_the_documented_one(tmp_path):
+    """An image over Pillow's default limit (2 × 89,478,485 pixels refused outright) but within 16384²
+    decodes; one over 16384² is refused with the documented limit."""
+    within = tmp_path / "within.png"
+    Image.new("1", (16384, 11000)).save(within)  # 180 million pixels, 1 bit each
+    assert files._image_problems([within]) == {within: None}
+    over = tmp_path / "over.png"
+    Image.new("1", (16385, 16384)).save(over)
+    problem = files._image_problems([over])[over]
+    assert problem is not None and str(files.MAX_TEXTURE_PIXELS) in problem, problem
