@@ -68,7 +68,8 @@ class IkStudyCfg:
 class LibraryEntry:
     """One asset of the library.
 
-    name: Output folder name under ``build/usd``; unique in the library.
+    name: Output folder name under ``build/usd``: letters, digits, ``_``, ``-`` and ``.``, not starting with
+        ``-`` or ``.``; unique in the library ignoring case (one folder on a case-insensitive file system).
     source: The file to convert, relative to the manifest's folder or absolute.
     kind: "mesh", "urdf" or "mjcf". Default None: from the source's extension.
     packages: ROS package name → folder (relative to the manifest) for URDF ``package://`` and xacro's

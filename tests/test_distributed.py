@@ -114,14 +114,15 @@ def _log(name: str):
 class Cluster:
     """A `dask scheduler` and named `dask worker` processes (no nanny: killing one kills the worker)."""
 
-    def __init__(self, workers: tuple[str, ...] = ("w1", "w2"), slow: float | None = None):
+    def __init__(self, workers: tuple[str, ...] = ("w1", "w2"), slow: float | None = None,
+                 preload: Path | None = None, env: dict[str, str] | None = None):
         self.address = f"tcp://127.0.0.1:{free_port()}"
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
         dask = [sys.executable, "-m", "dask"]
         self.scheduler = subprocess.Popen(
             [*dask, "scheduler", "--host", "127.0.0.1", "--port", self.address.rsplit(":", 1)[1], "--no-dashboard"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        preload = ["--preload", str(SLOW_PRELOAD)] if slow else []
+        preload = ["--preload", str(SLOW_PRELOAD)] if slow else ["--preload", str(preload)] if preload else []
         if slow:
             env["USDFORGE_TEST_SLOW_S"] = str(slow)
         self.workers = {name: subprocess.Popen(

@@ -53,13 +53,27 @@ def test_an_image_too_large_for_the_budget_is_decoded_alone(tmp_path, monkeypatc
     assert files._image_problems([small, large, small]) == {small: None, large: None}
 
 
+def black_png(path: Path, width: int, height: int) -> Path:
+    """A 1-bit black PNG written row by row through zlib (no image of that size in memory here)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    packer = zlib.compressobj(9)
+    row = b"\0" * (1 + (width + 7) // 8)  # filter byte, then the bits
+    data = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b""))
+    return path
+
+
 def test_the_pixel_limit_is_the_documented_one(tmp_path):
     """An image over Pillow's default limit (2 × 89,478,485 pixels refused outright) but within 16384²
-    decodes; one over 16384² is refused with the documented limit."""
-    within = tmp_path / "within.png"
-    Image.new("1", (16384, 11000)).save(within)  # 180 million pixels, 1 bit each
+    decodes; one over 16384² is refused with the documented limit, from its header."""
+    within = black_png(tmp_path / "within.png", 16384, 11000)  # 180 million pixels
     assert files._image_problems([within]) == {within: None}
-    over = tmp_path / "over.png"
-    Image.new("1", (16385, 16384)).save(over)
+    over = black_png(tmp_path / "over.png", 16385, 16384)
     problem = files._image_problems([over])[over]
     assert problem is not None and str(files.MAX_TEXTURE_PIXELS) in problem, problem

@@ -241,3 +241,29 @@ def test_cache_off_writes_no_cache(tmp_path):
     library, work = box_library(tmp_path)
     assert doit(work, "convert", "cache=off", library=library).returncode == 0
     assert (work / "build" / "usd" / "box").is_dir() and not (work / "build" / "cache").exists()
+
+
+@pytest.mark.parametrize("hostile", ["../../escaped-by-worker.txt", "{outside}/absolute-by-worker.txt"])
+def test_a_real_dask_worker_returning_a_file_outside_writes_nothing(tmp_path, hostile):
+    """A `dask worker` (its preload adds a hostile name to every artifact it returns) on 127.0.0.1: the
+    entry fails with one line, nothing is written outside the build folder, nor into the build's cache."""
+    pytest.importorskip("distributed")
+    import signal as signals
+
+    from test_distributed import cluster
+
+    signal.alarm(0)  # a cluster's start takes its own time; the build below has doit's timeout
+    signals.signal(signals.SIGALRM, signals.SIG_DFL)
+    library, work = box_library(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    name = hostile.format(outside=outside)
+    preload = Path(__file__).with_name("dask_hostile_preload.py")
+    with cluster(workers=("w1",), preload=preload, env={"USDFORGE_TEST_HOSTILE_NAME": name}) as running:
+        built = doit(work, "convert", f"library={library}", f"scheduler={running.address}", "sources=ship")
+    lines = [line for line in (built.stdout + built.stderr).splitlines() if line.startswith("usdforge: error:")]
+    assert built.returncode != 0 and len(lines) == 1, built.stdout + built.stderr
+    assert "names a file outside its output folder" in lines[0], lines
+    assert list(outside.iterdir()) == [] and not list(tmp_path.rglob("escaped-by-worker.txt"))
+    assert not (work / "build" / "usd" / "box").exists()
+    assert not list((work / "build" / "cache").rglob("*.json")) if (work / "build" / "cache").exists() else True
