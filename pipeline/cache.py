@@ -195,6 +195,17 @@ class Store:
             pass
         return body
 
+    def reject_entry(self, key: str, problem: str) -> None:
+        """An entry whose restored files are not the outputs of ``key`` (see ``converters``): one warning,
+        and the entry is removed (the conversion that follows writes a true one)."""
+        path = self._entry_path(key)
+        self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} does not hold the outputs of its "
+                                        f"key ({problem}): ignored, the artifact is rebuilt")
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
     def get_entry(self, key: str) -> Artifact | None:
         """Every file of an artifact, verified, and its meta data; None when any file is absent or corrupt."""
         body = self.entry(key)

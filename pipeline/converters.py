@@ -7,6 +7,7 @@ cache holds one (restored without converting; see ``pipeline.cache``).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import random
@@ -20,10 +21,11 @@ import attrs
 
 from usdforge.pipeline.atomic import build_atomically, relative_names
 from usdforge.pipeline.cache import Store, open_store
-from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, reference_names,
-                                           resolve_name)
-from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_size
-from usdforge.pipeline.lazy import LazyKey, file_stamp, key_to_toml, read_key, settled, stale_reasons
+from usdforge.pipeline.code_version import code_stamp
+from usdforge.pipeline.content_key import (absolute_location, cache_key, library_versions, location_free_digest,
+                                           reference_names, resolve_name)
+from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_size, file_stamp, stamped_digest
+from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
 from usdforge.pipeline.references import referenced_files
 from usdforge.rules.outputs import key_file_name, meshes_layer, resolve_usd_file_name
 from usdforge.schemas import __version__, cfg_to_dict
@@ -45,13 +47,24 @@ def fresh_usd_dir() -> Path:
     return Path(tempfile.gettempdir()) / "usdforge" / f"usd_{stamp}_{suffix}"
 
 
-def _digest_and_stamp(name: str) -> tuple[str, list[int] | None]:
-    """(``file_digest`` of the file, its stamp when it was settled and did not change while hashed, else
-    None): a stamp is only worth trusting later when the content hashed is the content it describes."""
-    started = time.time_ns()
-    before = file_stamp(name)
-    digest = file_digest(name)
-    return digest, (before if settled(before, started) and file_stamp(name) == before else None)
+def location_read(kind: str, cfg: Any, asset: Path, packages: dict[str, str]) -> dict[str, Any] | None:
+    """The absolute folders a conversion writes into its outputs (``content_key.absolute_location``): a
+    xacro whose expansion used ``$(cwd)`` or ``$(dirname)``; None for every other source (outputs never
+    name where their files are). Inside ``rules.urdf.xacro.one_expansion()`` this reuses the scan's
+    expansion."""
+    from usdforge.rules.urdf.xacro import XacroError, expand_xacro, is_xacro
+
+    if kind != "urdf" or not is_xacro(asset):
+        return None
+    try:
+        expansion = expand_xacro(asset, packages, getattr(cfg, "xacro_args", None))
+    except XacroError:
+        return None  # the conversion reports it
+    return absolute_location(asset, packages) if expansion.location else None
+
+
+class CacheMismatch(Exception):
+    """Restored files that are not what the cache entry's key stands for (see ``AssetConverterBase``)."""
 
 
 class AssetConverterBase:
@@ -118,14 +131,21 @@ class AssetConverterBase:
 
     def _build(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:
         """Restore the outputs from the cache, or convert (and store them), into usd_dir atomically."""
+        from usdforge.rules.urdf.xacro import one_expansion
+
+        with one_expansion():  # the scan's xacro expansion is the conversion's
+            self._build_once(previous, store, use_cache)
+
+    def _build_once(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:
         asset = Path(self.cfg.asset_path)
         references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None))
+        location = location_read(self.kind, self.cfg, asset, self._packages)
         paths = reference_names(references, asset.parent, self._packages)
         self._hash_ahead([asset, *paths.values()])
         named = {name: self._file_digest(path) for name, path in paths.items()}
         asset_sha = self._file_digest(asset)
         outputs: dict[str, str] = {}  # relative name → sha256 of what is written, known from the cache
-        self.cache_key = key = cache_key(self.kind, self._digest, asset.name, asset_sha, named)
+        self.cache_key = key = cache_key(self.kind, self._digest, asset.name, asset_sha, named, location)
         self.inputs = [asset, *(Path(p) for p in references)]
         cached = store.get_entry(key) if store is not None and use_cache else None
         if store is not None and use_cache:
@@ -134,13 +154,7 @@ class AssetConverterBase:
                       "config_digest": self._digest, "cache_key": key}
 
         def restore(staging: Path) -> list[Path]:
-            from usdforge.rules.conversion_warnings import warn
-
             written = []
-            for item in cached.meta.get("warnings", []) if isinstance(cached.meta, dict) else []:
-                # The conversion's warnings, as it gave them, naming the files where they are now.
-                warn(os.path.normpath(asset.parent / item["file"]), item["problem"], item.get("element"),
-                     item.get("line"))
             # Every folder once, parents first (mkdir with parents=True tries the child first: 3 calls for 2).
             folders = {parent for name in cached.files for parent in PurePosixPath(name).parents} - {PurePosixPath()}
             for folder in sorted(folders, key=lambda f: len(f.parts)):
@@ -150,6 +164,20 @@ class AssetConverterBase:
                 path = staging / name
                 path.write_bytes(data)
                 written.append(path)
+            problem = self._binding_problem(staging, key, cached.shas)
+            if problem is not None:  # a miss: convert instead, in a clean staging folder
+                store.reject_entry(key, problem)
+                self.restored = False
+                for path in written:
+                    path.unlink()
+                outputs.clear()
+                return convert(staging)
+            from usdforge.rules.conversion_warnings import warn
+
+            for item in cached.meta.get("warnings", []) if isinstance(cached.meta, dict) else []:
+                # The conversion's warnings, as it gave them, naming the files where they are now.
+                warn(os.path.normpath(asset.parent / item["file"]), item["problem"], item.get("element"),
+                     item.get("line"))
             return written
 
         def convert(staging: Path) -> list[Path]:
@@ -160,9 +188,14 @@ class AssetConverterBase:
 
             with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned:
                 written = rule(self.kind).convert(self.cfg, staging)
-            stamp_provenance(staging / self._usd_file_name, provenance)
+            # The main file names the key and the content of every other file written, so a restore can
+            # tell the files a cache entry names from the ones this key stands for.
+            files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
+            stamp_provenance(staging / self._usd_file_name, {**provenance, "files": {
+                name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())
+                if name != self._usd_file_name}})
             if store is not None:
-                files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
+                files[self._usd_file_name] = (staging / self._usd_file_name).read_bytes()
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
                                       "element": w.element, "line": w.line} for w in warned]}
                 outputs.update(store.put_entry(key, files, meta) or {})
@@ -172,7 +205,7 @@ class AssetConverterBase:
             return key_to_toml(LazyKey(
                 kind=self.kind, cache_key=key, config_digest=self._digest,
                 source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
-                libraries=library_versions(self.kind),
+                libraries=library_versions(self.kind), code=code_stamp(), location=location or {},
                 references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
                 cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths})))
 
@@ -186,19 +219,38 @@ class AssetConverterBase:
                          key_file_name(self._usd_file_name), make_key,
                          list(previous.outputs) if previous is not None else [])
 
+    def _binding_problem(self, staging: Path, key: str, shas: dict[str, str]) -> str | None:
+        """Why files restored into ``staging`` are not the outputs of ``key`` (None when they are): the
+        main file's provenance must name ``key`` and the SHA-256 of every other file the entry named, so
+        an entry that names other (intact) objects, or lists files it does not own, is a miss."""
+        from usdforge.pipeline.provenance import read_provenance
+
+        if self._usd_file_name not in shas:
+            return f"it has no {self._usd_file_name}"
+        try:
+            record = read_provenance(staging / self._usd_file_name) or {}
+        except OSError:
+            record = {}
+        if record.get("cache_key") != key:
+            return f"its {self._usd_file_name} was written for another key"
+        others = {name: sha for name, sha in shas.items() if name != self._usd_file_name}
+        if dict(record.get("files") or {}) != others:
+            return "its files are not the ones its main file names"
+        return None
+
     def _file_digest(self, path: str | Path) -> str:
         """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask);
         the file's stamp is kept when it did not change while being hashed."""
         name = os.path.abspath(path)
         if name not in self._digests:
-            self._keep(name, *_digest_and_stamp(name))
+            self._keep(name, *stamped_digest(name))
         return self._digests[name]
 
     def _hash_ahead(self, paths: list[str | Path]) -> None:
         """Hash the files of ``paths`` not hashed yet side by side on the machine's cores (file reads and
         hashlib release the GIL): a fresh clone's mesh files are most of a restore from the cache."""
         todo = [name for name in dict.fromkeys(os.path.abspath(p) for p in paths) if name not in self._digests]
-        for name, (digest, stamp) in zip(todo, by_size_in_threads(_digest_and_stamp, todo,
+        for name, (digest, stamp) in zip(todo, by_size_in_threads(stamped_digest, todo,
                                                                    [file_size(name) for name in todo])):
             self._keep(name, digest, stamp)
 

@@ -7,18 +7,25 @@ A source is a xacro when its name ends in ``.xacro`` (``ur.urdf.xacro``). ``$(fi
 and its package roots, evaluates only restricted expressions, and never reads the environment; see
 ``xacro_process`` for the rules and the README ("xacro") for what a xacro file can and cannot do.
 
-The conversion expands (``rules.urdf.convert``), and so does doit's scan (``rules.urdf.references``) to
-learn the expansion's files; neither keeps the expanded URDF. No pxr here.
+The dependency scan (``rules.urdf.references``) expands to learn the expansion's files, and the conversion
+(``rules.urdf.convert``) needs the URDF: inside ``one_expansion()`` (a build, ``pipeline.converters``)
+each xacro is expanded once and the scan's expansion, or its error, is what the conversion gets, so the
+time limit is spent once per build. The expansion runs in the xacro's folder: ``$(cwd)`` is that folder
+wherever the build was started, and ``Expansion.location`` says whether ``$(cwd)`` or ``$(dirname)`` put
+an absolute folder into the URDF (then the conversion's key records where the files are). No pxr here.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Iterator
 
 import attrs
 
@@ -44,12 +51,15 @@ class Expansion:
         in the order it opened them; missing ones included (an optional include that does not exist).
     digests: sha256 (hex) of the bytes the expansion got from each file; "missing" for missing ones.
     warnings: xacro's warnings (``$(optenv)`` defaults, ``xacro.warning()`` calls …).
+    location: the substitutions used that put absolute folders into the URDF ("cwd", "dirname"); empty
+        when the URDF does not depend on where the files are.
     """
 
     urdf: bytes
     files: tuple[str, ...]
     digests: dict[str, str] = attrs.field(factory=dict)
     warnings: tuple[str, ...] = ()
+    location: tuple[str, ...] = ()
 
 
 class XacroError(ConversionError):
@@ -67,6 +77,20 @@ class XacroError(ConversionError):
 _CACHE: dict[tuple, tuple[dict[str, str], Expansion]] = {}
 _CACHE_SIZE = 32
 _LOCK = threading.Lock()
+#: Inside ``one_expansion()``: (path, packages, args) → the Expansion or the XacroError of this build.
+_BUILD: contextvars.ContextVar[dict | None] = contextvars.ContextVar("usdforge_xacro_build", default=None)
+
+
+@contextlib.contextmanager
+def one_expansion() -> Iterator[None]:
+    """Within the block, each xacro (same path, packages and arguments) is expanded at most once: a later
+    ``expand_xacro`` gets the first one's Expansion, or raises its XacroError (a xacro that times out
+    costs its time limit once, not once for the scan and once for the conversion)."""
+    token = _BUILD.set({})
+    try:
+        yield
+    finally:
+        _BUILD.reset(token)
 
 
 def _digest(path: str) -> str:
@@ -86,11 +110,25 @@ def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args:
     content (the expansion is a function of those files, the packages and the arguments)."""
     path = Path(path).absolute()
     key = (str(path), tuple(sorted((packages or {}).items())), tuple(sorted((args or {}).items())))
+    build = _BUILD.get()
+    if build is not None and key in build:
+        if isinstance(build[key], XacroError):
+            raise build[key]
+        return build[key]
     with _LOCK:
         cached = _CACHE.get(key)
     if cached is not None and all(_digest(f) == sha for f, sha in cached[0].items()):
+        if build is not None:
+            build[key] = cached[1]
         return cached[1]
-    expansion = _expand(path, packages, args, timeout_s, memory_bytes)
+    try:
+        expansion = _expand(path, packages, args, timeout_s, memory_bytes)
+    except XacroError as exc:
+        if build is not None:
+            build[key] = exc
+        raise
+    if build is not None:
+        build[key] = expansion
     with _LOCK:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
@@ -105,8 +143,9 @@ def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | 
     # -P: neither this folder (its xacro.py) nor the working directory may shadow the xacro package.
     command = [sys.executable, "-P", str(Path(__file__).with_name("xacro_process.py"))]
     try:
+        # In the xacro's folder: $(cwd) names where the files are, not where the build was started.
         done = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
+                              timeout=timeout_s, check=False, cwd=path.parent)
     except subprocess.TimeoutExpired:
         raise XacroError(path, f"the expansion took longer than {timeout_s:g} s (stopped)") from None
     try:
@@ -119,4 +158,4 @@ def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | 
         raise XacroError(reply.get("file") or path, reply.get("problem") or "the expansion failed",
                          reply.get("line"), files)
     return Expansion(reply["urdf"].encode(), files, dict(reply.get("digests") or {}),
-                     tuple(reply.get("warnings") or ()))
+                     tuple(reply.get("warnings") or ()), tuple(reply.get("location") or ()))

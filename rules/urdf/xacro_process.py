@@ -29,10 +29,13 @@ What the child changes in ``xacro`` (2.1.1, pinned in pyproject.toml), and why:
   and xacro's substitution functions.
 * ``$(env VAR)`` is refused and ``$(optenv VAR default)`` gives its default, with a warning: a conversion
   depends on files, cfg and xacro arguments only, never on the environment.
+* ``$(cwd)`` and ``$(dirname)`` give absolute folders (the child runs in the xacro's folder, so
+  ``$(cwd)`` is that folder, wherever the build was started): their use is recorded and sent back as
+  ``location``, and the parent makes those folders part of the conversion's key.
 * xacro's warnings are collected and sent back (the parent re-issues them as ConversionWarnings).
 
 The reply: ``{"ok": true, "urdf": TEXT, "files": [...], "digests": {file: sha256 or "missing"},
-"warnings": [...]}`` or ``{"ok": false, "file":
+"warnings": [...], "location": ["cwd", "dirname"] (those used)}`` or ``{"ok": false, "file":
 PATH, "line": N or null, "problem": TEXT, "files": [...]}``.
 """
 
@@ -130,6 +133,8 @@ class Session:
         #: sha256 of each file read (missing ones absent).
         self.digests: dict[str, str] = {}
         self.warnings: list[str] = []
+        #: The substitutions used that give absolute folders ("cwd", "dirname").
+        self.location: set[str] = set()
         self._find_package = find_package
         self._unresolved = UnresolvedUri
 
@@ -216,6 +221,21 @@ def _install(session: Session) -> None:
     substitution_args._optenv = lambda resolved, a, args, context: resolved.replace(
         f"$({a})", optenv(args[0] if args else "", " ".join(args[1:])))
 
+    original_extension = xacro.eval_extension
+
+    def eval_extension(text: str) -> str:
+        if text.strip() == "$(cwd)":
+            session.location.add("cwd")
+        return original_extension(text)
+
+    xacro.eval_extension = eval_extension
+    original_dirname = substitution_args._eval_dirname
+
+    def eval_dirname(filename: Any) -> str:
+        session.location.add("dirname")
+        return original_dirname(filename)
+
+    substitution_args._eval_dirname = eval_dirname
     original_eval = substitution_args._eval
 
     def checked_eval(text: str, context: dict) -> str:
@@ -346,7 +366,8 @@ def expand(request: dict[str, Any]) -> dict[str, Any]:
     finally:
         sys.stdout, sys.stderr = stdout, stderr
     digests = {f: session.digests.get(f, "missing") for f in session.files}
-    return {"ok": True, "urdf": text, "files": session.files, "digests": digests, "warnings": session.warnings}
+    return {"ok": True, "urdf": text, "files": session.files, "digests": digests, "warnings": session.warnings,
+            "location": sorted(session.location)}
 
 
 def main() -> None:
