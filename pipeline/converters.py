@@ -50,7 +50,7 @@ def fresh_usd_dir() -> Path:
 def location_read(kind: str, cfg: Any, asset: Path, packages: dict[str, str]) -> dict[str, Any] | None:
     """The absolute folders a conversion writes into its outputs (``content_key.absolute_location``): a
     xacro whose expansion used ``$(cwd)`` or ``$(dirname)``; None for every other source (outputs never
-    name where their files are). Inside ``rules.urdf.xacro.one_expansion()`` this reuses the scan's
+    name where their files are). Inside ``rules.build_scope.one_build()`` this reuses the scan's
     expansion."""
     from usdforge.rules.urdf.xacro import XacroError, expand_xacro, is_xacro
 
@@ -131,9 +131,9 @@ class AssetConverterBase:
 
     def _build(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:
         """Restore the outputs from the cache, or convert (and store them), into usd_dir atomically."""
-        from usdforge.rules.urdf.xacro import one_expansion
+        from usdforge.rules.build_scope import one_build
 
-        with one_expansion():  # the scan's xacro expansion is the conversion's
+        with one_build():  # the scan's xacro expansion and mesh scans are the conversion's, this build only
             self._build_once(previous, store, use_cache)
 
     def _build_once(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:

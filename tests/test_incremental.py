@@ -220,3 +220,27 @@ def test_a_xacro_is_expanded_once_per_build_also_when_it_fails(tmp_path, monkeyp
     with pytest.raises(ConversionError):
         UrdfConverter(UrdfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out")), cache=False)
     assert len(calls) == 1
+
+
+def test_a_mesh_scan_is_not_reused_by_a_later_build_of_the_same_process(tmp_path):
+    """An OBJ's references depend on its MTL too: after the MTL names another texture (the OBJ untouched),
+    that texture is a dependency, and editing it rebuilds (found by bench/differential.py: a process-wide
+    memo of scans keyed on the OBJ's stat stamp kept the old texture)."""
+    from PIL import Image
+
+    from test_lazy import convert, textured_obj
+
+    (tmp_path / "src").mkdir()
+    asset = textured_obj(tmp_path / "src")
+    out = tmp_path / "out"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        convert(asset, out)
+        Image.new("RGB", (2, 2), (10, 200, 10)).save(asset.parent / "stone.png")
+        (asset.parent / "crate.mtl").write_text("newmtl wood\nKd 0.6 0.4 0.2\nmap_Kd stone.png\n")
+        assert convert(asset, out).converted
+        Image.new("RGB", (2, 2), (200, 10, 10)).save(asset.parent / "stone.png")
+        again = convert(asset, out)
+        assert again.converted and any("stone.png" in reason for reason in again.reasons)
+        convert(asset, tmp_path / "clean", force_usd_conversion=True)
+    assert outputs(out) == outputs(tmp_path / "clean")

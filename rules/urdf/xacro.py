@@ -8,7 +8,7 @@ and its package roots, evaluates only restricted expressions, and never reads th
 ``xacro_process`` for the rules and the README ("xacro") for what a xacro file can and cannot do.
 
 The dependency scan (``rules.urdf.references``) expands to learn the expansion's files, and the conversion
-(``rules.urdf.convert``) needs the URDF: inside ``one_expansion()`` (a build, ``pipeline.converters``)
+(``rules.urdf.convert``) needs the URDF: inside ``rules.build_scope.one_build()`` (``pipeline.converters``)
 each xacro is expanded once and the scan's expansion, or its error, is what the conversion gets, so the
 time limit is spent once per build. The expansion runs in the xacro's folder: ``$(cwd)`` is that folder
 wherever the build was started, and ``Expansion.location`` says whether ``$(cwd)`` or ``$(dirname)`` put
@@ -17,18 +17,16 @@ an absolute folder into the URDF (then the conversion's key records where the fi
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import hashlib
 import json
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Iterator
 
 import attrs
 
+from usdforge.rules.build_scope import memo
 from usdforge.rules.errors import ConversionError
 
 #: Wall-clock limit of one expansion, in seconds.
@@ -77,22 +75,6 @@ class XacroError(ConversionError):
 _CACHE: dict[tuple, tuple[dict[str, str], Expansion]] = {}
 _CACHE_SIZE = 32
 _LOCK = threading.Lock()
-#: Inside ``one_expansion()``: (path, packages, args) → the Expansion or the XacroError of this build.
-_BUILD: contextvars.ContextVar[dict | None] = contextvars.ContextVar("usdforge_xacro_build", default=None)
-
-
-@contextlib.contextmanager
-def one_expansion() -> Iterator[None]:
-    """Within the block, each xacro (same path, packages and arguments) is expanded at most once: a later
-    ``expand_xacro`` gets the first one's Expansion, or raises its XacroError (a xacro that times out
-    costs its time limit once, not once for the scan and once for the conversion)."""
-    token = _BUILD.set({})
-    try:
-        yield
-    finally:
-        _BUILD.reset(token)
-
-
 def _digest(path: str) -> str:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -110,7 +92,7 @@ def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args:
     content (the expansion is a function of those files, the packages and the arguments)."""
     path = Path(path).absolute()
     key = (str(path), tuple(sorted((packages or {}).items())), tuple(sorted((args or {}).items())))
-    build = _BUILD.get()
+    build = memo("xacro")  # one build: the scan's expansion, or its error, is the conversion's
     if build is not None and key in build:
         if isinstance(build[key], XacroError):
             raise build[key]
