@@ -3,9 +3,10 @@
 ``<usd_dir>/<stem>.usdforge.toml`` records usdforge's version, the cache key (``pipeline.content_key``),
 the config digest, content hashes of the asset and of every file it references (named relative to the
 asset's folder or its package root, never by absolute path), content hashes of every output, the cfg
-without its location fields, and the inputs' stamps (size, times, inode: an input whose stamp is
-unchanged is not hashed again; a moved or cloned one has another stamp and is). Nothing in it names
-where the checkout is, so a moved or cloned checkout is recognised as up to date.
+without its location fields, the code stamp, and the inputs' stamps (size, times, inode, device: an input
+whose settled stamp is unchanged is not hashed again, ``pipeline.fingerprint``; a moved or cloned one has
+another stamp and is). Nothing in it names where the checkout is (but for a xacro whose output does:
+``location``), so a moved or cloned checkout is recognised as up to date.
 """
 
 from __future__ import annotations

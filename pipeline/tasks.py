@@ -1,13 +1,16 @@
 """doit task generators: one ``convert:<name>`` subtask per library entry.
 
 Load time (every ``doit`` run, also a no-op one) only reads the manifest and computes config digests: no
-source is parsed and pxr is never imported in the doit process. A conversion is up to date when its cfg
-digest, its inputs (the source and every file it references, found by the conversion itself) and its
-outputs are as the last run left them (``built_unchanged``): paths relative to the library and output
-folders, contents deciding, so a moved or cloned checkout converts nothing; when doit does run one, the
-Python API's content-keyed lazy check and the build cache (``pipeline.cache``) still restore instead of
-converting whatever they can. Actions are module-level functions with plain arguments, so they survive
-spawn-based ``doit -n``.
+source is parsed and pxr is never imported in the doit process. A conversion is up to date when what its
+outputs depend on (``pipeline.content_key``: the entry's settings and source path, ``entry_digest``;
+usdforge's code and the byte-shaping libraries; the source and every file it references, found by the
+conversion itself) and its outputs are as the last run left them (``built_unchanged``): paths relative to
+the library and output folders, contents deciding (a stat stamp stands in for a hash only as git's index
+allows, ``pipeline.fingerprint``), so a moved or cloned checkout converts nothing; when doit does run one,
+the Python API's content-keyed lazy check and the build cache (``pipeline.cache``) still restore instead
+of converting whatever they can. A build takes the build folder's lock (``lock_build_folder``): another
+library is never built into it at the same time. Actions are module-level functions with plain
+arguments, so they survive spawn-based ``doit -n``.
 """
 
 from __future__ import annotations
@@ -44,10 +47,50 @@ def _stamp(path: str, known: str | None = None) -> list[Any]:
     return list(stamped_digest(path))
 
 
-def _unchanged(stamps: dict[str, list[Any]], base: str) -> bool:
+#: ``<build>/.usdforge-stamps.json``: stamps that up-to-date checks learnt for files recorded without one
+#: (written just before their conversion recorded them: racily clean), {absolute path: [sha, stamp]}.
+_LEARNT_NAME = ".usdforge-stamps.json"
+_LEARNT: dict[str, dict[str, list[Any]]] = {}  # learnt file → its stamps
+_LEARNT_CHANGED: set[str] = set()
+
+
+def _learnt(build_dir: str) -> dict[str, list[Any]]:
+    path = os.path.join(build_dir, _LEARNT_NAME)
+    if path not in _LEARNT:
+        import atexit
+        import json
+
+        try:
+            with open(path, encoding="utf-8") as stream:
+                _LEARNT[path] = dict(json.load(stream))
+        except (OSError, ValueError, TypeError):
+            _LEARNT[path] = {}
+        if len(_LEARNT) == 1:
+            atexit.register(_save_learnt)
+    return _LEARNT[path]
+
+
+def _save_learnt() -> None:
+    """Write the stamps learnt by this process (at its exit; a lost write only means hashing again)."""
+    import json
+
+    for path in _LEARNT_CHANGED:
+        kept = {name: value for name, value in _LEARNT[path].items() if os.path.lexists(name)}
+        try:
+            write_text_atomically(Path(path), json.dumps(kept))
+        except OSError:
+            pass
+
+
+def _unchanged(stamps: dict[str, list[Any]], base: str, build_dir: str) -> bool:
     """Every file (relative to ``base``) still has the content recorded: by its stamp (size, modification
     and change times, inode, device: ``fingerprint.unchanged``) where one was recorded and still holds,
-    else by hashing it (a clone, a moved checkout, a racily-clean file, a restored modification time)."""
+    else by hashing it (a clone, a moved checkout, a racily-clean file, a restored modification time).
+
+    A file recorded without a stamp (racily clean: written or changed just before it was hashed) that
+    hashes to its recorded content gets the stamp it has now, when settled, kept in the build folder
+    (``_LEARNT_NAME``) as git refreshes its index: later checks need not hash it again."""
+    learnt = None
     for relative, recorded in stamps.items():
         if not isinstance(recorded, list) or len(recorded) != 2:
             return False  # recorded by an older usdforge
@@ -57,8 +100,22 @@ def _unchanged(stamps: dict[str, list[Any]], base: str) -> bool:
             if os.path.lexists(path):
                 return False
             continue
-        if not unchanged(path, stamp, sha):
+        if stamp is not None:
+            if not unchanged(path, stamp, sha):
+                return False
+            continue
+        learnt = _learnt(build_dir) if learnt is None else learnt
+        name = os.path.abspath(path)
+        known = learnt.get(name)
+        if isinstance(known, list) and len(known) == 2 and known[0] == sha and known[1] is not None \
+                and file_stamp(path) == known[1]:
+            continue
+        digest, now = stamped_digest(path)
+        if digest != sha:
             return False
+        if now is not None:
+            learnt[name] = [sha, now]
+            _LEARNT_CHANGED.add(os.path.join(build_dir, _LEARNT_NAME))
     return True
 
 
@@ -135,7 +192,8 @@ def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str, 
         return False
     if values.get("location") and values["location"] != absolute_location(source, packages):
         return False
-    return _unchanged(inputs, root) and _unchanged(outputs, usd_dir)
+    build_dir = os.path.dirname(os.path.dirname(os.path.abspath(usd_dir)))  # <build>/usd/<name>
+    return _unchanged(inputs, root, build_dir) and _unchanged(outputs, usd_dir, build_dir)
 
 
 def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> dict[str, Any] | TaskFailed:

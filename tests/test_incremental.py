@@ -244,3 +244,27 @@ def test_a_mesh_scan_is_not_reused_by_a_later_build_of_the_same_process(tmp_path
         assert again.converted and any("stone.png" in reason for reason in again.reasons)
         convert(asset, tmp_path / "clean", force_usd_conversion=True)
     assert outputs(out) == outputs(tmp_path / "clean")
+
+
+def test_an_output_stamp_learnt_by_a_no_op_still_sees_an_edit_keeping_size_and_time(tmp_path):
+    """Outputs are written just before doit records them (racily clean: no stamp); a later check hashes
+    them once and keeps the stamp they then have. An edit keeping size and modification time is seen."""
+    lib = tmp_path / "lib"
+    stl(lib / "meshes" / "box.stl", [0.1, 0.2, 0.3])
+    library = lib / "library.toml"
+    library.write_text('[[assets]]\nname = "box"\nsource = "meshes/box.stl"\n')
+    work = tmp_path / "work"
+    work.mkdir()
+    assert doit(work, "convert", library=library).returncode == 0
+    for _ in range(2):
+        assert executed(doit(work, "convert", library=library)) == []
+    output = work / "build" / "usd" / "box" / "Props" / "box_meshes.usd"
+    assert str(output) in json.loads((work / "build" / ".usdforge-stamps.json").read_text())
+    before = output.stat()
+    data = bytearray(output.read_bytes())
+    data[-1] ^= 0x01
+    output.write_bytes(bytes(data))
+    os.utime(output, ns=(before.st_atime_ns, before.st_mtime_ns))
+    again = doit(work, "convert", library=library)
+    assert executed(again) == ["convert:box"]
+    assert built(work) == clean(library, tmp_path)
