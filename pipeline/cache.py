@@ -5,13 +5,17 @@ Layout of the cache folder (default ``build/cache/``; ``cache=PATH`` or ``USDFOR
 
     objects/ab/<sha256>          file contents, named by the SHA-256 of their bytes
     entries/ab/<key>.json        an artifact: {relative file name: object sha256}, named by its cache key
+    claims/ab/<sha256>           the keys of the entries each object was written for, one a line
     stats.log                    one line per lookup: build id, hit or miss
 
 Every write goes to a temporary file in the destination's folder and is renamed into place, so a reader
 (or a writer killed half way) never sees a partial object; two writers of one object write the same
 bytes. Every object is hashed when read: a corrupt or truncated one is reported once, removed and treated
-as absent (the artifact is rebuilt and written again). A cache that cannot be written (read-only, full
-disk) gives one warning and the build goes on without storing anything. No pxr here.
+as absent (the artifact is rebuilt and written again). An entry is bound to its key: it must name the key
+it is filed under, and every object it names must have been written for that key (its claims): an entry
+naming other, intact objects (another artifact's) is a miss with one warning. A cache that cannot be
+written (read-only, full disk) gives one warning and the build goes on without storing anything. No pxr
+here.
 """
 
 from __future__ import annotations
@@ -81,6 +85,9 @@ class Store:
     def _entry_path(self, key: str) -> Path:
         return self.root / "entries" / key[:2] / f"{key}.json"
 
+    def _claims_path(self, sha: str) -> Path:
+        return self.root / "claims" / sha[:2] / sha
+
     def _warn_once(self, topic: str, message: str) -> None:
         if topic not in self._warned:
             self._warned.add(topic)
@@ -124,7 +131,7 @@ class Store:
         objects = {}
         for name, data in sorted(files.items()):
             sha = self.put_bytes(data)
-            if sha is None:
+            if sha is None or not self._claim(sha, key):
                 return None
             objects[name] = sha
         body = {"key": key, "files": objects, "meta": meta}
@@ -135,6 +142,30 @@ class Store:
             self._disable(exc)
             return None
         return objects
+
+    def _claim(self, sha: str, key: str) -> bool:
+        """Record that object ``sha`` was written for the entry ``key`` (one short O_APPEND write: lines of
+        concurrent writers never interleave). False when the cache cannot be written."""
+        if key in self._claims(sha):
+            return True
+        path = self._claims_path(sha)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(descriptor, f"{key}\n".encode())
+            finally:
+                os.close(descriptor)
+        except OSError as exc:
+            self._disable(exc)
+            return False
+        return True
+
+    def _claims(self, sha: str) -> set[str]:
+        try:
+            return set(self._claims_path(sha).read_text(encoding="ascii", errors="replace").split())
+        except OSError:
+            return set()
 
     # -- reading
     def get_bytes(self, sha: str) -> bytes | None:
@@ -189,22 +220,15 @@ class Store:
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} is corrupt: ignored, the "
                                             "artifact is rebuilt")
             return None
+        if any(not isinstance(sha, str) or key not in self._claims(sha) for sha in body["files"].values()):
+            self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} names objects that were not "
+                                            "written for its key: ignored, the artifact is rebuilt")
+            return None
         try:
             os.utime(path)  # the entry's modification time is its last use (prune drops the oldest)
         except OSError:
             pass
         return body
-
-    def reject_entry(self, key: str, problem: str) -> None:
-        """An entry whose restored files are not the outputs of ``key`` (see ``converters``): one warning,
-        and the entry is removed (the conversion that follows writes a true one)."""
-        path = self._entry_path(key)
-        self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} does not hold the outputs of its "
-                                        f"key ({problem}): ignored, the artifact is rebuilt")
-        try:
-            path.unlink()
-        except OSError:
-            pass
 
     def get_entry(self, key: str) -> Artifact | None:
         """Every file of an artifact, verified, and its meta data; None when any file is absent or corrupt."""
@@ -297,6 +321,7 @@ class Store:
         for path in sizes:
             if path.name not in live and (path.name in dropped or now - _mtime(path) > 3600):
                 path.unlink(missing_ok=True)
+                self._claims_path(path.name).unlink(missing_ok=True)
         for folder in ("objects", "entries"):
             for stray in (self.root / folder).glob("*/.*.tmp-*") if (self.root / folder).is_dir() else []:
                 if now - _mtime(stray) > 3600:  # a writer killed long ago; a live one is younger
@@ -315,7 +340,7 @@ class Store:
 
     def clear(self) -> None:
         """Remove every artifact and object (the folder itself and anything else in it stay)."""
-        for folder in ("objects", "entries"):
+        for folder in ("objects", "entries", "claims"):
             shutil.rmtree(self.root / folder, ignore_errors=True)
         (self.root / _STATS).unlink(missing_ok=True)
 

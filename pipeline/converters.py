@@ -7,7 +7,6 @@ cache holds one (restored without converting; see ``pipeline.cache``).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import random
@@ -61,10 +60,6 @@ def location_read(kind: str, cfg: Any, asset: Path, packages: dict[str, str]) ->
     except XacroError:
         return None  # the conversion reports it
     return absolute_location(asset, packages) if expansion.location else None
-
-
-class CacheMismatch(Exception):
-    """Restored files that are not what the cache entry's key stands for (see ``AssetConverterBase``)."""
 
 
 class AssetConverterBase:
@@ -154,7 +149,13 @@ class AssetConverterBase:
                       "config_digest": self._digest, "cache_key": key}
 
         def restore(staging: Path) -> list[Path]:
+            from usdforge.rules.conversion_warnings import warn
+
             written = []
+            for item in cached.meta.get("warnings", []) if isinstance(cached.meta, dict) else []:
+                # The conversion's warnings, as it gave them, naming the files where they are now.
+                warn(os.path.normpath(asset.parent / item["file"]), item["problem"], item.get("element"),
+                     item.get("line"))
             # Every folder once, parents first (mkdir with parents=True tries the child first: 3 calls for 2).
             folders = {parent for name in cached.files for parent in PurePosixPath(name).parents} - {PurePosixPath()}
             for folder in sorted(folders, key=lambda f: len(f.parts)):
@@ -164,20 +165,6 @@ class AssetConverterBase:
                 path = staging / name
                 path.write_bytes(data)
                 written.append(path)
-            problem = self._binding_problem(staging, key, cached.shas)
-            if problem is not None:  # a miss: convert instead, in a clean staging folder
-                store.reject_entry(key, problem)
-                self.restored = False
-                for path in written:
-                    path.unlink()
-                outputs.clear()
-                return convert(staging)
-            from usdforge.rules.conversion_warnings import warn
-
-            for item in cached.meta.get("warnings", []) if isinstance(cached.meta, dict) else []:
-                # The conversion's warnings, as it gave them, naming the files where they are now.
-                warn(os.path.normpath(asset.parent / item["file"]), item["problem"], item.get("element"),
-                     item.get("line"))
             return written
 
         def convert(staging: Path) -> list[Path]:
@@ -188,14 +175,9 @@ class AssetConverterBase:
 
             with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned:
                 written = rule(self.kind).convert(self.cfg, staging)
-            # The main file names the key and the content of every other file written, so a restore can
-            # tell the files a cache entry names from the ones this key stands for.
-            files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
-            stamp_provenance(staging / self._usd_file_name, {**provenance, "files": {
-                name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())
-                if name != self._usd_file_name}})
+            stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
-                files[self._usd_file_name] = (staging / self._usd_file_name).read_bytes()
+                files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
                                       "element": w.element, "line": w.line} for w in warned]}
                 outputs.update(store.put_entry(key, files, meta) or {})
@@ -218,25 +200,6 @@ class AssetConverterBase:
         build_atomically(self._usd_dir, restore if cached is not None else convert,
                          key_file_name(self._usd_file_name), make_key,
                          list(previous.outputs) if previous is not None else [])
-
-    def _binding_problem(self, staging: Path, key: str, shas: dict[str, str]) -> str | None:
-        """Why files restored into ``staging`` are not the outputs of ``key`` (None when they are): the
-        main file's provenance must name ``key`` and the SHA-256 of every other file the entry named, so
-        an entry that names other (intact) objects, or lists files it does not own, is a miss."""
-        from usdforge.pipeline.provenance import read_provenance
-
-        if self._usd_file_name not in shas:
-            return f"it has no {self._usd_file_name}"
-        try:
-            record = read_provenance(staging / self._usd_file_name) or {}
-        except OSError:
-            record = {}
-        if record.get("cache_key") != key:
-            return f"its {self._usd_file_name} was written for another key"
-        others = {name: sha for name, sha in shas.items() if name != self._usd_file_name}
-        if dict(record.get("files") or {}) != others:
-            return "its files are not the ones its main file names"
-        return None
 
     def _file_digest(self, path: str | Path) -> str:
         """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask);
