@@ -243,6 +243,7 @@ class IncrementalBuilds(RuleBasedStateMachine):
     oracle: Oracle | None = None
     steps = 0
     log: list[str] = []
+    kinds: dict[str, int] = {}  # how many steps of each kind (the first word of their note)
 
     def __init__(self):
         super().__init__()
@@ -265,6 +266,7 @@ class IncrementalBuilds(RuleBasedStateMachine):
 
     def note(self, text: str) -> None:
         type(self).log.append(text)
+        type(self).kinds[text.split(" ")[0]] = type(self).kinds.get(text.split(" ")[0], 0) + 1
 
     def build_and_compare(self, fresh_process: bool = False) -> None:
         type(self).steps += 1
@@ -475,6 +477,7 @@ def run(steps: int, seed: int, example_steps: int, base: Path, shrink: bool = Fa
     IncrementalBuilds.base = base
     IncrementalBuilds.oracle = Oracle(base / "scratch")
     IncrementalBuilds.steps = 0
+    IncrementalBuilds.kinds = {}
     started = time.perf_counter()
     seeds = []
     divergence = None
@@ -496,6 +499,7 @@ def run(steps: int, seed: int, example_steps: int, base: Path, shrink: bool = Fa
                           "steps": list(IncrementalBuilds.log)}
     return {"steps": IncrementalBuilds.steps, "seeds": seeds, "divergences": 0 if divergence is None else 1,
             "divergence": divergence, "clean_builds": IncrementalBuilds.oracle.runs,
+            "kinds": dict(sorted(IncrementalBuilds.kinds.items())),
             "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -516,7 +520,7 @@ def main() -> None:
     else:
         print(f"differential: {summary['steps']} steps, seeds {summary['seeds'][0]}..{summary['seeds'][-1]}, "
               f"{summary['divergences']} divergence(s), {summary['clean_builds']} clean builds, "
-              f"{summary['seconds']} s")
+              f"{summary['seconds']} s\nsteps by kind: {summary['kinds']}")
     if summary["divergence"]:
         d = summary["divergence"]
         print(f"DIVERGENCE at seed {d['seed']}: {d['error']}\nsteps:\n  " + "\n  ".join(d["steps"]), file=sys.stderr)

@@ -7,6 +7,7 @@ folder and the stamps of the code that shapes cfgs, so any of those changing rec
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -24,9 +25,11 @@ _CODE = ("schemas", "pipeline/manifest.py", "pipeline/kinds.py", "pipeline/task_
 MANIFEST_ERROR_DOC = "the library manifest has an error"
 
 
+@functools.cache
 def _code_stamp() -> list[Any]:
     """[name, sha256] of each code file that shapes specs (hashed: a stat stamp is fooled by restored
-    times, and these 30 small files hash in about a millisecond)."""
+    times, and these 30 small files hash in about a millisecond), once per process (every task group
+    asks)."""
     stamps = []
     for item in _CODE:
         path = _PACKAGE_ROOT / item

@@ -82,6 +82,32 @@ def _save_learnt() -> None:
             pass
 
 
+_TOOLS: dict[tuple[str, str], str] = {}
+
+
+def _tools(kind: str, build_dir: str) -> str:
+    """``code_version.tools_digest(kind)``, once per process, each code file known by a settled stamp
+    learnt in the build folder (as ``_unchanged`` learns outputs') instead of read at every no-op."""
+    if (kind, build_dir) not in _TOOLS:
+        from usdforge.pipeline.code_version import tools_digest
+
+        learnt = _learnt(build_dir)
+
+        def digest(path: Path) -> str:
+            name = str(path)
+            known = learnt.get(name)
+            if isinstance(known, list) and len(known) == 2 and known[1] is not None and file_stamp(name) == known[1]:
+                return known[0]
+            sha, stamp = stamped_digest(name)
+            if stamp is not None:
+                learnt[name] = [sha, stamp]
+                _LEARNT_CHANGED.add(os.path.join(build_dir, _LEARNT_NAME))
+            return sha
+
+        _TOOLS[(kind, build_dir)] = tools_digest(kind, digest)
+    return _TOOLS[(kind, build_dir)]
+
+
 def _unchanged(stamps: dict[str, list[Any]], base: str, build_dir: str) -> bool:
     """Every file (relative to ``base``) still has the content recorded: by its stamp (size, modification
     and change times, inode, device: ``fingerprint.unchanged``) where one was recorded and still holds,
@@ -184,15 +210,14 @@ def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str, 
     A referenced file can add references (an MJCF include, an OBJ's MTL): it changed, so the conversion
     runs and finds them. Values saved by an older usdforge (no inputs) are out of date.
     """
-    from usdforge.pipeline.code_version import tools_digest
     from usdforge.pipeline.references import absolute_location
 
     inputs, outputs = values.get("inputs"), values.get("outputs")
-    if not inputs or not outputs or values.get("tools") != tools_digest(kind):
+    build_dir = os.path.dirname(os.path.dirname(os.path.abspath(usd_dir)))  # <build>/usd/<name>
+    if not inputs or not outputs or values.get("tools") != _tools(kind, build_dir):
         return False
     if values.get("location") and values["location"] != absolute_location(source, packages):
         return False
-    build_dir = os.path.dirname(os.path.dirname(os.path.abspath(usd_dir)))  # <build>/usd/<name>
     return _unchanged(inputs, root, build_dir) and _unchanged(outputs, usd_dir, build_dir)
 
 
