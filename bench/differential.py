@@ -16,7 +16,8 @@ it). Each step does one thing a user or a tool does:
 - move the checkout, or clone it (times kept or not) and go on in the clone;
 - switch to the other manifest;
 - corrupt a cache object, or make a cache entry name another entry's (intact) objects;
-- build in a fresh process instead of this one;
+- build in a fresh process instead of this one; run two builds at once (the same library, or the other
+  one); ``kill -9`` a ``doit -n 2`` build part-way;
 
 and then runs ``doit convert`` and compares every output of every entry, byte for byte (the lazy keys
 ``*.usdforge.toml`` and conversion records ``*.convert.json`` aside: they name their folder and hold
@@ -230,6 +231,13 @@ def doit_convert(work: Path, manifest: Path, fresh_process: bool = False) -> tup
         if "task(s) failed:" in line:
             failed |= {item.strip().removeprefix("convert:") for item in line.split("failed:", 1)[1].split(",")}
     return code, failed, text
+
+
+def _doit_process(work: Path, manifest: Path, *options: str) -> subprocess.Popen:
+    """``doit convert library=manifest`` started in ``work`` in a process group of its own."""
+    return subprocess.Popen([sys.executable, "-m", "doit", "-f", str(REPO / "dodo.py"), "-d", str(work), *options,
+                             "convert", f"library={manifest}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(REPO / "src")}, start_new_session=True)
 
 
 class Divergence(AssertionError):
@@ -466,10 +474,38 @@ class IncrementalBuilds(RuleBasedStateMachine):
                 self.note(f"cache entry {victim.name[:12]} names the objects of {other.name[:12]}")
         self.build_and_compare()
 
-    @rule()
-    def build_in_a_fresh_process(self):
-        self.note("build in a fresh process")
-        self.build_and_compare(fresh_process=True)
+    @rule(other_library=st.booleans())
+    def two_builds_at_once(self, other_library):
+        """Two ``doit convert`` processes in the checkout at once (the same library, or the other one:
+        refused while the first runs); then the build of the step, whose outputs must be clean."""
+        manifests = [self.lib / self.current, self.lib / (("library2.toml" if self.current == "library.toml"
+                                                             else "library.toml") if other_library else self.current)]
+        running = [_doit_process(self.work, manifest) for manifest in manifests]
+        for process in running:
+            process.communicate(timeout=600)
+        self.note(f"two builds at once ({'another library' if other_library else 'the same library'})")
+        self.build_and_compare()
+
+    @rule(after=st.floats(0.0, 3.0))
+    def kill_a_build(self, after):
+        """``kill -9`` of a ``doit convert -n 2`` part-way; then the build of the step."""
+        import signal
+
+        process = _doit_process(self.work, self.lib / self.current, "-n", "2")
+        try:
+            process.communicate(timeout=after)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+        self.note(f"kill -9 a build after {after:.2f} s")
+        self.build_and_compare()
+
+    @rule(which=st.integers(0, 3))
+    def build_again(self, which):
+        """A build with nothing changed, in a fresh process one time in four (Hypothesis favours rules
+        without arguments: a bare rule would be a third of all steps)."""
+        self.note("build again" + (" in a fresh process" if which == 0 else ""))
+        self.build_and_compare(fresh_process=which == 0)
 
 
 def run(steps: int, seed: int, example_steps: int, base: Path, shrink: bool = False) -> dict[str, Any]:
