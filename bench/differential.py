@@ -61,17 +61,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 MANIFESTS = ("library.toml", "library2.toml")
 SKIPPED = (".usdforge.toml", ".convert.json")
 
-XACRO_CWD = """<?xml version="1.0"?>
-<robot name="bot" xmlns:xacro="http://www.ros.org/wiki/xacro">
-  <xacro:property name="here" value="$(cwd)"/>
-  <link name="base">
-    <inertial><mass value="1.0"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>
-    <visual><geometry><box size="0.1 0.1 0.1"/></geometry>
-      <material name="m_${len(here)}"><color rgba="0.5 0.5 0.5 1"/></material></visual>
-  </link>
-</robot>
-"""
-
 
 def make_checkout(work: Path) -> dict[str, dict[str, Any]]:
     """Write the library's files under ``work/lib``; return the two manifests' entries (name → table)."""
@@ -79,7 +68,7 @@ def make_checkout(work: Path) -> dict[str, dict[str, Any]]:
     from PIL import Image
 
     from test_lazy import textured_obj
-    from xacro_package import write_bot
+    from xacro_package import XACRO_CWD, write_bot
 
     lib = work / "lib"
     (lib / "crate").mkdir(parents=True)

@@ -21,6 +21,7 @@ import trimesh
 from meshes import write_mesh
 from test_cache import outputs
 from test_doit import doit, executed
+from xacro_package import XACRO_CWD
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -156,16 +157,6 @@ def test_a_cache_entry_naming_other_intact_objects_is_a_miss_with_one_warning(tm
     assert outputs(tmp_path / "out-1") != outputs(tmp_path / "out-0")
 
 
-XACRO_CWD = """<?xml version="1.0"?>
-<robot name="bot" xmlns:xacro="http://www.ros.org/wiki/xacro">
-  <xacro:property name="here" value="$(cwd)"/>
-  <link name="base">
-    <inertial><mass value="1.0"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>
-    <visual><geometry><box size="0.1 0.1 0.1"/></geometry>
-      <material name="m_${len(here)}"><color rgba="0.5 0.5 0.5 1"/></material></visual>
-  </link>
-</robot>
-"""
 
 
 def test_xacro_cwd_is_the_sources_folder_and_part_of_the_key(tmp_path, monkeypatch):
