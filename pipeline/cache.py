@@ -5,13 +5,17 @@ Layout of the cache folder (default ``build/cache/``; ``cache=PATH`` or ``USDFOR
 
     objects/ab/<sha256>          file contents, named by the SHA-256 of their bytes
     entries/ab/<key>.json        an artifact: {relative file name: object sha256}, named by its cache key
+    claims/ab/<sha256>           the keys of the entries each object was written for, one a line
     stats.log                    one line per lookup: build id, hit or miss
 
 Every write goes to a temporary file in the destination's folder and is renamed into place, so a reader
 (or a writer killed half way) never sees a partial object; two writers of one object write the same
 bytes. Every object is hashed when read: a corrupt or truncated one is reported once, removed and treated
-as absent (the artifact is rebuilt and written again). A cache that cannot be written (read-only, full
-disk) gives one warning and the build goes on without storing anything. No pxr here.
+as absent (the artifact is rebuilt and written again). An entry is bound to its key: it must name the key
+it is filed under, and every object it names must have been written for that key (its claims): an entry
+naming other, intact objects (another artifact's) is a miss with one warning. A cache that cannot be
+written (read-only, full disk) gives one warning and the build goes on without storing anything. No pxr
+here.
 """
 
 from __future__ import annotations
@@ -201,6 +205,7 @@ class Store:
         finally:
             os.close(folder)
 
+
     def _warn_once(self, topic: str, message: str) -> None:
         if topic not in self._warned:
             self._warned.add(topic)
@@ -261,7 +266,7 @@ class Store:
         objects = {}
         for name, data in sorted(files.items()):
             sha = self.put_bytes(data)
-            if sha is None:
+            if sha is None or not self._claim(sha, key):
                 return None
             objects[name] = sha
         body = {"key": key, "files": objects, "meta": meta}
@@ -272,6 +277,40 @@ class Store:
             self._disable(exc)
             return None
         return objects
+
+    def _claim(self, sha: str, key: str) -> bool:
+        """Record that object ``sha`` was written for the entry ``key`` (one short O_APPEND write: lines of
+        concurrent writers never interleave; no link followed). False when the cache cannot be written."""
+        if key in self._claims(sha):
+            return True
+        try:
+            if not is_sha256(sha):
+                raise OSError(f"{sha!r}: not an object name")
+            folder = self._open_folder(("claims", sha[:2]), create=True)
+            try:
+                descriptor = os.open(sha, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                                     0o644, dir_fd=folder)
+                try:
+                    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                        raise OSError(f"{sha}: the claims file is not a regular file")
+                    os.write(descriptor, f"{key}\n".encode())
+                finally:
+                    os.close(descriptor)
+            finally:
+                os.close(folder)
+        except OSError as exc:
+            self._disable(exc)
+            return False
+        return True
+
+    def _claims(self, sha: str) -> set[str]:
+        """The keys object ``sha`` was written for (a regular file within 1 MiB, no link followed)."""
+        if not isinstance(sha, str) or not is_sha256(sha):
+            return set()
+        try:
+            return set(self._read(("claims", sha[:2]), sha, 1 << 20).decode("ascii", errors="replace").split())
+        except OSError:
+            return set()
 
     # -- reading
     def _object_bytes(self, sha: str) -> bytes:
@@ -347,6 +386,10 @@ class Store:
         except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} is corrupt: ignored, the "
                                             "artifact is rebuilt")
+            return None
+        if any(not isinstance(sha, str) or key not in self._claims(sha) for sha in body["files"].values()):
+            self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} names objects that were not "
+                                            "written for its key: ignored, the artifact is rebuilt")
             return None
         try:  # the entry's modification time is its last use (prune drops the oldest)
             folder = self._open_folder(("entries", key[:2]))
@@ -478,7 +521,9 @@ class Store:
         for path in sizes:
             if path.name not in live and (path.name in dropped or now - _mtime(path) > 3600):
                 self._remove(path)
-        for folder in ("objects", "entries"):
+                if is_sha256(path.name):
+                    self._unlink(("claims", path.name[:2]), path.name)
+        for folder in ("objects", "entries", "claims"):
             for path, info in self._scan(folder):
                 stray = path.name.startswith(".") and ".tmp-" in path.name
                 if not stat.S_ISREG(info.st_mode) or (stray and now - info.st_mtime > 3600):
@@ -498,7 +543,7 @@ class Store:
     def clear(self) -> None:
         """Remove every artifact and object (the folder itself and anything else in it stay). A folder
         that is a symbolic link is removed as a link: its target is not touched."""
-        for name in ("objects", "entries", _STATS):
+        for name in ("objects", "entries", "claims", _STATS):
             path = self.root / name
             if path.is_symlink() or not path.is_dir():
                 path.unlink(missing_ok=True)

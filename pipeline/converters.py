@@ -20,10 +20,11 @@ import attrs
 
 from usdforge.pipeline.atomic import build_atomically, relative_names
 from usdforge.pipeline.cache import Store, open_store, unsafe_file_names
-from usdforge.pipeline.content_key import (cache_key, library_versions, location_free_digest, reference_names,
-                                           resolve_name)
-from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_size
-from usdforge.pipeline.lazy import LazyKey, file_stamp, key_to_toml, read_key, settled, stale_reasons
+from usdforge.pipeline.code_version import code_stamp
+from usdforge.pipeline.content_key import (absolute_location, cache_key, library_versions, location_free_digest,
+                                           reference_names, resolve_name)
+from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_size, file_stamp, stamped_digest
+from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
 from usdforge.pipeline.references import referenced_files
 from usdforge.rules.outputs import key_file_name, meshes_layer, resolve_usd_file_name
 from usdforge.schemas import __version__
@@ -45,13 +46,23 @@ def fresh_usd_dir() -> Path:
     return Path(tempfile.gettempdir()) / "usdforge" / f"usd_{stamp}_{suffix}"
 
 
-def _digest_and_stamp(name: str) -> tuple[str, list[int] | None]:
-    """(``file_digest`` of the file, its stamp when it was settled and did not change while hashed, else
-    None): a stamp is only worth trusting later when the content hashed is the content it describes."""
-    started = time.time_ns()
-    before = file_stamp(name)
-    digest = file_digest(name)
-    return digest, (before if settled(before, started) and file_stamp(name) == before else None)
+def location_read(kind: str, cfg: Any, asset: Path, packages: dict[str, str]) -> dict[str, Any] | None:
+    """The absolute folders a conversion writes into its outputs (``content_key.absolute_location``): a
+    xacro whose expansion used ``$(cwd)`` or ``$(dirname)``; None for every other source (outputs never
+    name where their files are). Inside ``rules.build_scope.one_build()`` this reuses the scan's
+    expansion."""
+    from usdforge.rules.urdf.xacro import XacroError, expand_xacro, is_xacro
+
+    if kind != "urdf" or not is_xacro(asset):
+        return None
+    try:
+        # The scan's arguments exactly: inside one build the expansion is then the scan's, not a second one.
+        expansion = expand_xacro(asset, packages, getattr(cfg, "xacro_args", None),
+                                 tree_root=getattr(cfg, "tree_root", None), env=getattr(cfg, "xacro_env", None),
+                                 allowed=tuple(getattr(cfg, "allowed_roots", None) or ()))
+    except XacroError:
+        return None  # the conversion reports it
+    return absolute_location(asset, packages) if expansion.location else None
 
 
 class AssetConverterBase:
@@ -118,17 +129,24 @@ class AssetConverterBase:
 
     def _build(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:
         """Restore the outputs from the cache, or convert (and store them), into usd_dir atomically."""
+        from usdforge.rules.build_scope import one_build
+
+        with one_build():  # the scan's xacro expansion and mesh scans are the conversion's, this build only
+            self._build_once(previous, store, use_cache)
+
+    def _build_once(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:
         asset = Path(self.cfg.asset_path)
         references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None),
                                       tree_root=getattr(self.cfg, "tree_root", None),
                                       xacro_env=getattr(self.cfg, "xacro_env", None),
                                       allowed_roots=getattr(self.cfg, "allowed_roots", ()))
+        location = location_read(self.kind, self.cfg, asset, self._packages)
         paths = reference_names(references, asset.parent, self._packages)
         self._hash_ahead([asset, *paths.values()])
         named = {name: self._file_digest(path) for name, path in paths.items()}
         asset_sha = self._file_digest(asset)
         outputs: dict[str, str] = {}  # relative name → sha256 of what is written, known from the cache
-        self.cache_key = key = cache_key(self.kind, self._digest, asset.name, asset_sha, named)
+        self.cache_key = key = cache_key(self.kind, self._digest, asset.name, asset_sha, named, location)
         self.inputs = [asset, *(Path(p) for p in references)]
         cached = store.get_entry(key) if store is not None and use_cache else None
         if store is not None and use_cache:
@@ -185,7 +203,7 @@ class AssetConverterBase:
             return key_to_toml(LazyKey(
                 kind=self.kind, cache_key=key, config_digest=self._digest,
                 source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
-                libraries=library_versions(self.kind),
+                libraries=library_versions(self.kind), code=code_stamp(), location=location or {},
                 references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
                 cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths})))
 
@@ -204,14 +222,14 @@ class AssetConverterBase:
         the file's stamp is kept when it did not change while being hashed."""
         name = os.path.abspath(path)
         if name not in self._digests:
-            self._keep(name, *_digest_and_stamp(name))
+            self._keep(name, *stamped_digest(name))
         return self._digests[name]
 
     def _hash_ahead(self, paths: list[str | Path]) -> None:
         """Hash the files of ``paths`` not hashed yet side by side on the machine's cores (file reads and
         hashlib release the GIL): a fresh clone's mesh files are most of a restore from the cache."""
         todo = [name for name in dict.fromkeys(os.path.abspath(p) for p in paths) if name not in self._digests]
-        for name, (digest, stamp) in zip(todo, by_size_in_threads(_digest_and_stamp, todo,
+        for name, (digest, stamp) in zip(todo, by_size_in_threads(stamped_digest, todo,
                                                                    [file_size(name) for name in todo])):
             self._keep(name, digest, stamp)
 

@@ -1,10 +1,12 @@
-"""Content hashes of files: what "changed" means for usdforge (never modification times)."""
+"""Content hashes of files: what "changed" means for usdforge, and when a file's stat stamp may stand in for
+its hash (as git's index does: ``file_stamp``, ``settled``, ``unchanged``)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -90,3 +92,56 @@ def file_size(path: str | Path) -> int:
         return os.stat(path).st_size
     except OSError:
         return 0
+
+
+#: A file changed this recently (s) before it was hashed is not trusted by its stamp: a later same-size edit
+#: within the same tick of the file system's clock would keep the stamp (git's "racily clean" files). Times
+#: in whole seconds may come from a coarse file system (FAT: 2 s ticks); finer times tick at the kernel's
+#: coarse clock (milliseconds).
+RACY_SECONDS = 2.0
+RACY_SECONDS_FINE = 0.1
+
+
+def file_stamp(path: str | Path) -> list[int] | None:
+    """[size, mtime_ns, ctime_ns, inode, device] of a regular file, or None (missing, not a file). The
+    change time cannot be set by tools that restore modification times (``cp -p``, ``rsync -t``, ``tar
+    x``), and any write, rename or copy moves it; the inode and device change when the file is replaced or
+    the checkout is cloned or moved to another file system."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    # & (2**63 - 1): TOML and JSON readers hold 64-bit signed integers.
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino & (2 ** 63 - 1),
+            info.st_dev & (2 ** 63 - 1)]
+
+
+def settled(stamp: list[int] | None, hashed_at: int | None = None) -> bool:
+    """Whether a stamp may be trusted later: its file last changed more than ``RACY_SECONDS`` (or
+    ``RACY_SECONDS_FINE`` when its times have a sub-second part) before ``hashed_at`` (ns since the
+    epoch; default now), when its content started being read: any later change gets a later time."""
+    if stamp is None:
+        return False
+    fine = stamp[1] % 1_000_000_000 != 0 or stamp[2] % 1_000_000_000 != 0
+    window = min(RACY_SECONDS_FINE, RACY_SECONDS) if fine else RACY_SECONDS
+    start = time.time_ns() if hashed_at is None else hashed_at
+    return start - max(stamp[1], stamp[2]) > window * 1e9
+
+
+def stamped_digest(path: str | Path) -> tuple[str, list[int] | None]:
+    """(``file_digest`` of the file, its stamp when it was settled and did not change while hashed, else
+    None): a stamp is only worth trusting later when the content hashed is the content it describes."""
+    started = time.time_ns()
+    before = file_stamp(path)
+    digest = file_digest(path)
+    return digest, (before if settled(before, started) and file_stamp(path) == before else None)
+
+
+def unchanged(path: str | Path, stamp: list[int] | None, sha: str) -> bool:
+    """Whether the file still has the content ``sha``: by its stamp when one was recorded (settled when it
+    was hashed, see ``stamped_digest``) and is unchanged in every field, else by hashing it again."""
+    if stamp is not None and file_stamp(path) == stamp:
+        return True
+    return file_digest(path) == sha

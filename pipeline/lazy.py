@@ -3,25 +3,24 @@
 ``<usd_dir>/<stem>.usdforge.toml`` records usdforge's version, the cache key (``pipeline.content_key``),
 the config digest, content hashes of the asset and of every file it references (named relative to the
 asset's folder or its package root, never by absolute path), content hashes of every output, the cfg
-without its location fields, and the inputs' stamps (size, times, inode: an input whose stamp is
-unchanged is not hashed again; a moved or cloned one has another stamp and is). Nothing in it names
-where the checkout is, so a moved or cloned checkout is recognised as up to date.
+without its location fields, the code stamp, and the inputs' stamps (size, times, inode, device: an input
+whose settled stamp is unchanged is not hashed again, ``pipeline.fingerprint``; a moved or cloned one has
+another stamp and is). Nothing in it names where the checkout is (but for a xacro whose output does:
+``location``), so a moved or cloned checkout is recognised as up to date.
 """
 
 from __future__ import annotations
 
-import os
-import time
 import tomllib
 from pathlib import Path
-from stat import S_ISREG
 from typing import Any, Callable
 
 import attrs
 import tomli_w
 
-from usdforge.pipeline.content_key import library_versions, resolve_name
-from usdforge.pipeline.fingerprint import file_digest
+from usdforge.pipeline.code_version import code_stamp
+from usdforge.pipeline.content_key import absolute_location, library_versions, resolve_name
+from usdforge.pipeline.fingerprint import RACY_SECONDS, RACY_SECONDS_FINE, file_digest, file_stamp, settled  # noqa: F401
 from usdforge.schemas import __version__
 
 
@@ -39,7 +38,10 @@ class LazyKey:
         file the source references, recursively.
     outputs: {path relative to usd_dir: sha256} of every file written (the key itself excluded).
     cfg: the cfg as plain data without location fields, for people reading the file.
-    stamps: {file name of the asset, or reference name: [size, mtime_ns, ctime_ns, inode]} of the inputs
+    code: ``code_version.code_stamp()`` of the usdforge that wrote the outputs.
+    location: ``content_key.absolute_location`` when the outputs name where the source is (a xacro using
+        ``$(cwd)`` or ``$(dirname)``); empty otherwise.
+    stamps: {file name of the asset, or reference name: ``fingerprint.file_stamp``} of the inputs
         as they were hashed (``file_stamp``): a file that still has its stamp here is not hashed again
         (``converters.AssetConverterBase``); a moved or cloned one has another and is hashed.
     """
@@ -54,38 +56,9 @@ class LazyKey:
     references: dict[str, str]
     outputs: dict[str, str] = attrs.field(factory=dict)
     cfg: dict[str, Any] = attrs.field(factory=dict)
+    code: str = ""
+    location: dict[str, Any] = attrs.field(factory=dict)
     stamps: dict[str, list[int]] = attrs.field(factory=dict)
-
-
-#: A file changed this recently (s) is not stamped: a later same-size edit within the same tick of the file
-#: system's clock would keep the stamp (git's "racily clean" files). Times in whole seconds may come from
-#: a coarse file system (FAT: 2 s ticks); finer times tick at the kernel's coarse clock (milliseconds).
-RACY_SECONDS = 2.0
-RACY_SECONDS_FINE = 0.1
-
-
-def file_stamp(path: str | Path) -> list[int] | None:
-    """[size, mtime_ns, ctime_ns, inode] of a regular file, or None (missing, not a file). The change
-    time cannot be set by tools that restore modification times (tar, rsync -t), and moves it."""
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    if not S_ISREG(stat.st_mode):
-        return None
-    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino & (2 ** 63 - 1)]  # TOML: 64-bit ints
-
-
-def settled(stamp: list[int] | None, hashed_at: int | None = None) -> bool:
-    """Whether a stamp may be trusted later: its file last changed more than ``RACY_SECONDS`` (or
-    ``RACY_SECONDS_FINE`` when its times have a sub-second part) before ``hashed_at`` (ns since the
-    epoch; default now), when its content started being read: any later change gets a later time."""
-    if stamp is None:
-        return False
-    fine = stamp[1] % 1_000_000_000 != 0 or stamp[2] % 1_000_000_000 != 0
-    window = min(RACY_SECONDS_FINE, RACY_SECONDS) if fine else RACY_SECONDS
-    start = time.time_ns() if hashed_at is None else hashed_at
-    return start - max(stamp[1], stamp[2]) > window * 1e9
 
 
 def key_to_toml(key: LazyKey) -> str:
@@ -134,6 +107,10 @@ def stale_reasons(key: LazyKey | None, config_digest: str, asset: Path, usd_dir:
         reasons.append(f"referenced file(s) changed: {', '.join(changed)}")
     if key.libraries != library_versions(key.kind):
         reasons.append("the libraries that shape the output changed version")
+    if key.code != code_stamp():
+        reasons.append("usdforge's code changed")
+    if key.location and key.location != absolute_location(asset, packages):
+        reasons.append("the outputs name the source's folder ($(cwd) or $(dirname)), and it moved")
     if reasons:
         return reasons  # out of date already: the outputs are rewritten, no need to hash them
     for relative, sha in key.outputs.items():

@@ -7,7 +7,9 @@ they resolve paths exactly as the conversion does; none imports pxr.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 from usdforge.pipeline.fingerprint import normalise
 
@@ -42,3 +44,11 @@ def referenced_files(kind: str, source: str | Path, packages: dict[str, str] | N
         raise ValueError(f"unknown kind {kind!r}")
     own = normalise(source)
     return sorted({normalise(p) for p in found} - {own})
+
+
+def absolute_location(asset: str | Path, packages: dict[str, str]) -> dict[str, Any]:
+    """Where a source and its packages are, absolute: part of the key of a conversion that writes those
+    folders into its outputs (a xacro using ``$(cwd)`` or ``$(dirname)``), so a moved or cloned checkout
+    rebuilds it instead of restoring outputs that name the old place."""
+    return {"folder": os.path.dirname(os.path.abspath(asset)),
+            "packages": {name: os.path.abspath(folder) for name, folder in sorted(packages.items())}}

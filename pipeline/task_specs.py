@@ -9,6 +9,7 @@ outputs do not all lie in its own folder ``<build>/usd/<name>/`` is recomputed t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -21,7 +22,8 @@ from usdforge.pipeline.fingerprint import file_digest, normalise
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 #: Code whose edits change cfgs, digests or planned outputs (usdforge's version is in schemas/): a change
 #: of any invalidates the cache.
-_CODE = ("schemas", "pipeline/manifest.py", "pipeline/kinds.py", "pipeline/task_specs.py", "rules/outputs.py")
+_CODE = ("schemas", "pipeline/manifest.py", "pipeline/kinds.py", "pipeline/task_specs.py", "pipeline/content_key.py",
+         "rules/outputs.py")
 #: The doc of the one spec of a manifest that cannot be read.
 MANIFEST_ERROR_DOC = "the library manifest has an error"
 
@@ -45,13 +47,16 @@ def _confined(spec: dict[str, Any], build_dir: Path) -> bool:
         isinstance(p, str) and normalise(p) == p and p.startswith(folder + os.sep) for p in paths)
 
 
+@functools.cache
 def _code_stamp() -> list[Any]:
+    """[name, sha256] of each code file that shapes specs (hashed: a stat stamp is fooled by restored
+    times, and these 30 small files hash in about a millisecond), once per process (every task group
+    asks)."""
     stamps = []
     for item in _CODE:
         path = _PACKAGE_ROOT / item
         for file in sorted(path.glob("*.py")) if path.is_dir() else [path]:
-            stat = file.stat()
-            stamps.append([file.name, stat.st_mtime_ns, stat.st_size])
+            stamps.append([file.name, file_digest(file)])
     return stamps
 
 
@@ -60,10 +65,11 @@ def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
     output folder; or an error."""
     import attrs
 
+    from usdforge.pipeline.content_key import entry_digest
     from usdforge.pipeline.manifest import entry_cfg, entry_kind, entry_source, load_library
     from usdforge.rules.errors import ConversionError
     from usdforge.rules.outputs import key_file_name, planned_outputs
-    from usdforge.schemas import ConfigError, cfg_to_json, config_digest
+    from usdforge.schemas import ConfigError, cfg_to_json
 
     try:
         library = load_library(library_path)
@@ -84,7 +90,7 @@ def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
             "name": entry.name, "kind": kind, "source": normalise(entry_source(library, entry)),
             "packages": {item["name"]: item["path"] for item in getattr(cfg, "ros_package_paths", None) or []},
             "xacro_args": dict(getattr(cfg, "xacro_args", None) or {}),
-            "cfg_json": cfg_to_json(cfg), "digest": config_digest(cfg, kind),
+            "cfg_json": cfg_to_json(cfg), "digest": entry_digest(cfg, kind, library.root),
             "targets": [normalise(usd_dir / name) for name in outputs],
             "key_path": normalise(usd_dir / key_file_name(cfg.usd_file_name)),
             "ee_body": entry.ee_body, "ik": attrs.asdict(entry.ik),

@@ -1,13 +1,16 @@
 """doit task generators: one ``convert:<name>`` subtask per library entry.
 
 Load time (every ``doit`` run, also a no-op one) only reads the manifest and computes config digests: no
-source is parsed and pxr is never imported in the doit process. A conversion is up to date when its cfg
-digest, its inputs (the source and every file it references, found by the conversion itself) and its
-outputs are as the last run left them (``built_unchanged``): paths relative to the library and output
-folders, contents deciding, so a moved or cloned checkout converts nothing; when doit does run one, the
-Python API's content-keyed lazy check and the build cache (``pipeline.cache``) still restore instead of
-converting whatever they can. Actions are module-level functions with plain arguments, so they survive
-spawn-based ``doit -n``.
+source is parsed and pxr is never imported in the doit process. A conversion is up to date when what its
+outputs depend on (``pipeline.content_key``: the entry's settings and source path, ``entry_digest``;
+usdforge's code and the byte-shaping libraries; the source and every file it references, found by the
+conversion itself) and its outputs are as the last run left them (``built_unchanged``): paths relative to
+the library and output folders, contents deciding (a stat stamp stands in for a hash only as git's index
+allows, ``pipeline.fingerprint``), so a moved or cloned checkout converts nothing; when doit does run one,
+the Python API's content-keyed lazy check and the build cache (``pipeline.cache``) still restore instead
+of converting whatever they can. A build takes the build folder's lock (``lock_build_folder``): another
+library is never built into it at the same time. Actions are module-level functions with plain
+arguments, so they survive spawn-based ``doit -n``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from doit.exceptions import TaskFailed
 from doit.tools import config_changed
 
 from usdforge.pipeline.atomic import write_text_atomically
-from usdforge.pipeline.fingerprint import file_digest
+from usdforge.pipeline.fingerprint import file_digest, file_stamp, settled, stamped_digest, unchanged
 from usdforge.pipeline.task_specs import MANIFEST_ERROR_DOC, task_specs
 
 #: The manifest ``doit convert`` reads unless ``library=PATH`` is given on the command line.
@@ -31,32 +34,114 @@ DEFAULT_BUILD_DIR = Path("build")
 
 
 def _stamp(path: str, known: str | None = None) -> list[Any]:
-    """[mtime ns, size, SHA-256] of a file; ``known``: its digest, already taken of these very bytes."""
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        return [0, -1, "missing"]
-    return [stat.st_mtime_ns, stat.st_size, known or file_digest(path)]
+    """[SHA-256 or "missing", ``fingerprint.file_stamp`` or None] of a file; the stamp only when it may be
+    trusted later (``fingerprint.settled``: the file last changed before the window of the clock's tick).
+
+    known: the file's digest, already taken of these very bytes while the file had a settled stamp (a
+    conversion's ``known_digest``)."""
+    if known is not None:
+        stamp = file_stamp(path)
+        return [known, stamp if settled(stamp) else None]
+    if file_stamp(path) is None:
+        return ["missing" if not os.path.lexists(path) else file_digest(path), None]
+    return list(stamped_digest(path))
 
 
-def _stamp_fast(path: str) -> list[int]:
-    try:
-        stat = os.stat(path)
-    except FileNotFoundError:
-        return [0, -1]
-    return [stat.st_mtime_ns, stat.st_size]
+#: ``<build>/.usdforge-stamps.json``: stamps that up-to-date checks learnt for files recorded without one
+#: (written just before their conversion recorded them: racily clean), {absolute path: [sha, stamp]}.
+_LEARNT_NAME = ".usdforge-stamps.json"
+_LEARNT: dict[str, dict[str, list[Any]]] = {}  # learnt file → its stamps
+_LEARNT_CHANGED: set[str] = set()
 
 
-def _unchanged(stamps: dict[str, list[Any]], base: str) -> bool:
-    """Every file (relative to ``base``) is as stamped; contents are hashed only when a modification time
-    or size moved (a clone has new times: its files are hashed, and equal contents are unchanged)."""
-    for relative, (mtime, size, sha) in stamps.items():
+def _learnt(build_dir: str) -> dict[str, list[Any]]:
+    path = os.path.join(build_dir, _LEARNT_NAME)
+    if path not in _LEARNT:
+        import atexit
+        import json
+
+        try:
+            with open(path, encoding="utf-8") as stream:
+                _LEARNT[path] = dict(json.load(stream))
+        except (OSError, ValueError, TypeError):
+            _LEARNT[path] = {}
+        if len(_LEARNT) == 1:
+            atexit.register(_save_learnt)
+    return _LEARNT[path]
+
+
+def _save_learnt() -> None:
+    """Write the stamps learnt by this process (at its exit; a lost write only means hashing again)."""
+    import json
+
+    for path in _LEARNT_CHANGED:
+        kept = {name: value for name, value in _LEARNT[path].items() if os.path.lexists(name)}
+        try:
+            write_text_atomically(Path(path), json.dumps(kept))
+        except OSError:
+            pass
+
+
+_TOOLS: dict[tuple[str, str], str] = {}
+
+
+def _tools(kind: str, build_dir: str) -> str:
+    """``code_version.tools_digest(kind)``, once per process, each code file known by a settled stamp
+    learnt in the build folder (as ``_unchanged`` learns outputs') instead of read at every no-op."""
+    if (kind, build_dir) not in _TOOLS:
+        from usdforge.pipeline.code_version import tools_digest
+
+        learnt = _learnt(build_dir)
+
+        def digest(path: Path) -> str:
+            name = str(path)
+            known = learnt.get(name)
+            if isinstance(known, list) and len(known) == 2 and known[1] is not None and file_stamp(name) == known[1]:
+                return known[0]
+            sha, stamp = stamped_digest(name)
+            if stamp is not None:
+                learnt[name] = [sha, stamp]
+                _LEARNT_CHANGED.add(os.path.join(build_dir, _LEARNT_NAME))
+            return sha
+
+        _TOOLS[(kind, build_dir)] = tools_digest(kind, digest)
+    return _TOOLS[(kind, build_dir)]
+
+
+def _unchanged(stamps: dict[str, list[Any]], base: str, build_dir: str) -> bool:
+    """Every file (relative to ``base``) still has the content recorded: by its stamp (size, modification
+    and change times, inode, device: ``fingerprint.unchanged``) where one was recorded and still holds,
+    else by hashing it (a clone, a moved checkout, a racily-clean file, a restored modification time).
+
+    A file recorded without a stamp (racily clean: written or changed just before it was hashed) that
+    hashes to its recorded content gets the stamp it has now, when settled, kept in the build folder
+    (``_LEARNT_NAME``) as git refreshes its index: later checks need not hash it again."""
+    learnt = None
+    for relative, recorded in stamps.items():
+        if not isinstance(recorded, list) or len(recorded) != 2:
+            return False  # recorded by an older usdforge
+        sha, stamp = recorded
         path = os.path.join(base, relative)
-        current = _stamp_fast(path)
-        if current == [mtime, size]:
+        if sha == "missing":
+            if os.path.lexists(path):
+                return False
             continue
-        if (file_digest(path) if current[1] >= 0 else "missing") != sha:
+        if stamp is not None:
+            if not unchanged(path, stamp, sha):
+                return False
+            continue
+        learnt = _learnt(build_dir) if learnt is None else learnt
+        name = os.path.abspath(path)
+        known = learnt.get(name)
+        if isinstance(known, list) and len(known) == 2 and known[0] == sha and known[1] is not None \
+                and file_stamp(path) == known[1]:
+            continue
+        digest, now = stamped_digest(path)
+        if digest != sha:
             return False
+        if now is not None:
+            learnt[name] = [sha, now]
+            _LEARNT_CHANGED.add(os.path.join(build_dir, _LEARNT_NAME))
     return True
 
 
@@ -117,20 +202,30 @@ def clean_outputs(usd_dir: str, key_path: str, targets: list[str]) -> None:
             folder.rmdir()
 
 
-def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str) -> bool:
-    """doit uptodate check of a conversion: its inputs (the source and every file it references, relative
-    to the library's folder ``root``) and its outputs (relative to ``usd_dir``) are as the last run left
-    them. doit itself only checks that targets exist, so a hand-edited or truncated output would otherwise
-    never be rebuilt; and doit's own file_dep would key them by absolute path, so a moved checkout would
-    re-run. Paths are relative and contents decide, so a moved or cloned checkout is up to date.
+def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str, kind: str, source: str,
+                    packages: dict[str, str]) -> bool:
+    """doit uptodate check of a conversion, beside ``config_changed(content_key.entry_digest)`` (the
+    entry's settings and source path): the code and byte-shaping libraries are those of the last run
+    (``code_version.tools_digest``), its inputs (the source and every file it references, relative to
+    the library's folder ``root``) and its outputs (relative to ``usd_dir``) are as the last run left
+    them, and, when its outputs name where the source is (a xacro's ``$(cwd)``), the source has not moved.
+    The same definition as the cache key's (``pipeline.content_key``). doit itself only checks that
+    targets exist, so a hand-edited or truncated output would otherwise never be rebuilt; and doit's own
+    file_dep would key them by absolute path, so a moved checkout would re-run. Paths are relative and
+    contents decide, so a moved or cloned checkout is up to date.
 
     A referenced file can add references (an MJCF include, an OBJ's MTL): it changed, so the conversion
     runs and finds them. Values saved by an older usdforge (no inputs) are out of date.
     """
+    from usdforge.pipeline.references import absolute_location
+
     inputs, outputs = values.get("inputs"), values.get("outputs")
-    if not inputs or not outputs:
+    build_dir = os.path.dirname(os.path.dirname(os.path.abspath(usd_dir)))  # <build>/usd/<name>
+    if not inputs or not outputs or values.get("tools") != _tools(kind, build_dir):
         return False
-    return _unchanged(inputs, root) and _unchanged(outputs, usd_dir)
+    if values.get("location") and values["location"] != absolute_location(source, packages):
+        return False
+    return _unchanged(inputs, root, build_dir) and _unchanged(outputs, usd_dir, build_dir)
 
 
 def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> dict[str, Any] | TaskFailed:
@@ -186,10 +281,59 @@ def _run_conversion(kind: str, cfg_json: str, cache: Any, root: str,
     # Digests already taken are not taken again: the inputs' when unchanged since the conversion hashed
     # them, the outputs' when this call wrote them (the key records their digests).
     written = dict(key.outputs) if key is not None and converter.converted else {}
+    from usdforge.pipeline.code_version import tools_digest
+
     return {"usd_path": converter.usd_path, "converted": converter.converted and not converter.restored,
-            "restored": converter.restored,
+            "restored": converter.restored, "tools": tools_digest(kind),
+            "location": key.location if key is not None else {},
             "inputs": {os.path.relpath(p, root): _stamp(str(p), converter.known_digest(p)) for p in converter.inputs},
             "outputs": {name: _stamp(str(usd_dir / name), written.get(name)) for name in outputs}}
+
+
+#: The lock file of a build folder (``lock_build_folder``), and the descriptor holding it in this process.
+LOCK_NAME = ".usdforge.lock"
+_HELD: dict[str, int] = {}
+
+
+def lock_build_folder(build_dir: str | Path, library_path: str | Path) -> str | None:
+    """Take the build folder for the library at ``library_path`` until this process ends: one build
+    folder holds one library's state (doit's, the conversion records, the outputs). Builds of the same
+    library may share it (their outputs are written atomically and are the same); a build of another
+    library is refused while one runs. Returns None, or the one-line refusal naming the other library.
+
+    A shared advisory lock (``fcntl.flock``) on ``<build_dir>/.usdforge.lock``, which names the library of
+    its holders, taken under a short exclusive lock on ``.usdforge.lock.meta``; the kernel releases both
+    when a holder ends, however it ends (``kill -9`` too). One after the other, two libraries may use the
+    folder: each entry's up-to-date check compares its own source path, settings and contents, so
+    switching rebuilds what differs."""
+    try:
+        import fcntl
+    except ImportError:  # not on a POSIX system: no lock
+        return None
+    folder = os.path.abspath(build_dir)
+    manifest = os.path.abspath(library_path)
+    if folder in _HELD:
+        return None
+    os.makedirs(folder, exist_ok=True)
+    meta = os.open(os.path.join(folder, LOCK_NAME + ".meta"), os.O_RDWR | os.O_CREAT, 0o644)
+    descriptor = os.open(os.path.join(folder, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(meta, fcntl.LOCK_EX)  # one process at a time decides, for a moment
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.ftruncate(descriptor, 0)  # no build runs: the folder is this library's
+            os.pwrite(descriptor, manifest.encode(), 0)
+        except BlockingIOError:
+            holder = os.pread(descriptor, 4096, 0).decode(errors="replace").strip()
+            if holder != manifest:
+                os.close(descriptor)
+                return (f"{folder}: a build of the library {holder} is running in this build folder; wait for "
+                        f"it to end, or build {manifest} into another folder (doit -d DIR)")
+        fcntl.flock(descriptor, fcntl.LOCK_SH)
+    finally:
+        os.close(meta)  # releases the exclusive lock on it
+    _HELD[folder] = descriptor
+    return None
 
 
 def report_error(message: str) -> TaskFailed:
@@ -239,6 +383,11 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
         yield {"basename": "convert", "name": "options", "actions": [(report_error, [options["error"]])],
                "doc": "the command line has an error", "verbosity": 2}
         return
+    refused = lock_build_folder(build_dir, library_path)
+    if refused:
+        yield {"basename": "convert", "name": "lock", "actions": [(report_error, [refused])],
+               "doc": "the build folder is in use by another library", "verbosity": 2}
+        return
     shard = options.get("shard")
     if shard:
         from usdforge.pipeline.distributed import shard_of
@@ -269,7 +418,9 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
             continue
         yield {
             "basename": "convert", "name": name, "doc": spec["doc"],
-            "uptodate": [config_changed(spec["digest"]), (built_unchanged, [spec["root"], spec["usd_dir"]], {})],
+            "uptodate": [config_changed(spec["digest"]),
+                         (built_unchanged, [spec["root"], spec["usd_dir"], spec["kind"], spec["source"],
+                                            spec["packages"]], {})],
             "targets": spec["targets"],
             "clean": [(clean_outputs, [spec["usd_dir"], spec["key_path"], [*spec["targets"], failure]])],
             "actions": [(recording_failure, [failure, *_conversion_action(spec, cache, options)])],

@@ -391,8 +391,10 @@ def test_mjcf_compiled_model_is_not_reused_when_compiling_changes_the_spec(tmp_p
 
 
 def _hashed(monkeypatch) -> collections.Counter:
-    """Names of the input files the converters hash (``file_digest`` as pipeline.converters calls it)."""
+    """Names of the input files the converters hash (``file_digest`` as pipeline.converters and the
+    stamped hashing of pipeline.fingerprint call it)."""
     import usdforge.pipeline.converters as converters
+    import usdforge.pipeline.fingerprint as fingerprint
 
     counts = collections.Counter()
     real = converters.file_digest
@@ -402,6 +404,7 @@ def _hashed(monkeypatch) -> collections.Counter:
         return real(path)
 
     monkeypatch.setattr(converters, "file_digest", counting)
+    monkeypatch.setattr(fingerprint, "file_digest", counting)
     return counts
 
 
@@ -409,10 +412,11 @@ def test_a_cfg_edit_hashes_no_unchanged_input_again_and_an_edit_keeping_size_and
         tmp_path, monkeypatch, build_cache):
     """The sidecar's stamps (size, modification and change times, inode) stand for an input's digest
     while they match; an edit that restores size and modification time changes the change time."""
+    import usdforge.pipeline.fingerprint as fingerprint
     import usdforge.pipeline.lazy as lazy
     from usdforge.schemas import MassPropertiesCfg
 
-    monkeypatch.setattr(lazy, "RACY_SECONDS", 0.0)  # the files were written just now
+    monkeypatch.setattr(fingerprint, "RACY_SECONDS", 0.0)  # the files were written just now
     asset = textured_obj(tmp_path)
     out = tmp_path / "out"
     MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(out)))
@@ -434,21 +438,22 @@ def test_a_cfg_edit_hashes_no_unchanged_input_again_and_an_edit_keeping_size_and
 def test_inputs_modified_just_now_are_not_stamped(tmp_path, monkeypatch):
     """A file changed within the racy window could be edited again within its time stamp's tick: no
     stamp, so the next build hashes it. Whole-second times (a coarse file system) get the longer window."""
+    import usdforge.pipeline.fingerprint as fingerprint
     import usdforge.pipeline.lazy as lazy
 
-    monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 60.0)
+    monkeypatch.setattr(fingerprint, "RACY_SECONDS_FINE", 60.0)
     asset = textured_obj(tmp_path)
     MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "out")))
     assert lazy.read_key(tmp_path / "out" / "crate.usdforge.toml").stamps == {}
     now = time.time_ns()
-    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1]) is False  # fine times, 0.5 s < 60 s
-    monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 0.1)
-    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1]) is True
+    assert fingerprint.settled([1, now - 500_000_000, now - 500_000_001, 1]) is False  # fine times, 0.5 s < 60 s
+    monkeypatch.setattr(fingerprint, "RACY_SECONDS_FINE", 0.1)
+    assert fingerprint.settled([1, now - 500_000_000, now - 500_000_001, 1]) is True
     # Judged when hashing started, not when the stamp is written: changed 50 ms before the hash began.
-    assert lazy.settled([1, now - 500_000_000, now - 500_000_001, 1], hashed_at=now - 450_000_000) is False
+    assert fingerprint.settled([1, now - 500_000_000, now - 500_000_001, 1], hashed_at=now - 450_000_000) is False
     whole = (now // 1_000_000_000 - 1) * 1_000_000_000  # a coarse file system's times, 1 s ago
-    assert lazy.settled([1, whole, whole, 1]) is False
-    assert lazy.settled([1, whole - 2_000_000_000, whole - 2_000_000_000, 1]) is True
+    assert fingerprint.settled([1, whole, whole, 1]) is False
+    assert fingerprint.settled([1, whole - 2_000_000_000, whole - 2_000_000_000, 1]) is True
 
 
 def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build_cache, caplog):
@@ -516,12 +521,13 @@ def test_the_doit_action_hashes_each_settled_input_and_written_output_once(tmp_p
     """doit's stamps reuse the digests the conversion took (inputs unchanged since, outputs it wrote), and
     they are the files' true digests."""
     import usdforge.pipeline.converters as converters
+    import usdforge.pipeline.fingerprint as fingerprint
     import usdforge.pipeline.lazy as lazy
     import usdforge.pipeline.tasks as tasks
     from usdforge.pipeline.fingerprint import file_digest
     from usdforge.schemas import cfg_to_json
 
-    monkeypatch.setattr(lazy, "RACY_SECONDS", 0.0)  # the files were written just now
+    monkeypatch.setattr(fingerprint, "RACY_SECONDS", 0.0)  # the files were written just now
     asset = textured_obj(tmp_path)
     counts = collections.Counter()
     real = file_digest
@@ -531,13 +537,14 @@ def test_the_doit_action_hashes_each_settled_input_and_written_output_once(tmp_p
         return real(path)
 
     monkeypatch.setattr(converters, "file_digest", counting)
+    monkeypatch.setattr(fingerprint, "file_digest", counting)
     monkeypatch.setattr(tasks, "file_digest", counting)
     cfg = MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "out"))
     result = tasks._run_conversion("mesh", cfg_to_json(cfg), None, str(tmp_path))
     assert result["converted"] and counts and max(counts.values()) == 1, counts
-    for relative, (_, _, sha) in result["inputs"].items():
+    for relative, (sha, _) in result["inputs"].items():
         assert sha == real(tmp_path / relative)
-    for name, (_, _, sha) in result["outputs"].items():
+    for name, (sha, _) in result["outputs"].items():
         assert sha == real(tmp_path / "out" / name)
 
 
@@ -552,8 +559,8 @@ def test_inputs_hashed_and_objects_verified_side_by_side_give_what_one_thread_gi
     import usdforge.pipeline.lazy as lazy
     from usdforge.schemas import UrdfConverterCfg
 
-    monkeypatch.setattr(lazy, "RACY_SECONDS", 0.0)
-    monkeypatch.setattr(lazy, "RACY_SECONDS_FINE", 0.0)
+    monkeypatch.setattr(fingerprint, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(fingerprint, "RACY_SECONDS_FINE", 0.0)
     store = Store(tmp_path / "cache")
 
     def clone(name: str) -> Path:
@@ -570,7 +577,7 @@ def test_inputs_hashed_and_objects_verified_side_by_side_give_what_one_thread_gi
     monkeypatch.setattr(fingerprint, "THREADED_MIN_BYTES", 0)
     threads: set[tuple[str, int]] = set()  # (what, thread): set.add is atomic under the GIL
     real_digest, real_get = converters.file_digest, Store.get_bytes
-    monkeypatch.setattr(converters, "file_digest",
+    monkeypatch.setattr(fingerprint, "file_digest",  # the stamped hashing of pipeline.fingerprint
                         lambda path: (threads.add(("hash", threading.get_ident())), real_digest(path))[1])
     monkeypatch.setattr(Store, "get_bytes",
                         lambda self, sha: (threads.add(("verify", threading.get_ident())), real_get(self, sha))[1])
@@ -587,7 +594,7 @@ def test_inputs_hashed_and_objects_verified_side_by_side_give_what_one_thread_gi
     assert len(files) == 4
     assert key.asset == {"tiny_arm.urdf": real_digest(files["tiny_arm.urdf"])}
     assert key.references == {name: real_digest(path) for name, path in files.items() if name != "tiny_arm.urdf"}
-    assert key.stamps == {name: lazy.file_stamp(path) for name, path in files.items()}
+    assert key.stamps == {name: fingerprint.file_stamp(path) for name, path in files.items()}
     # One object of the entry bit-flipped: rejected while verified beside the others, then rebuilt.
     victim = store._object_path(lazy.read_key(tmp_path / "out-a" / "tiny_arm.usdforge.toml").outputs["tiny_arm.usd"])
     data = bytearray(victim.read_bytes())

@@ -49,6 +49,19 @@ ARM = """<?xml version="1.0"?>
 """
 
 
+#: A xacro that writes (the length of) ``$(cwd)`` into its output: a material's name.
+XACRO_CWD = """<?xml version="1.0"?>
+<robot name="bot" xmlns:xacro="http://www.ros.org/wiki/xacro">
+  <xacro:property name="here" value="$(cwd)"/>
+  <link name="base">
+    <inertial><mass value="1.0"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>
+    <visual><geometry><box size="0.1 0.1 0.1"/></geometry>
+      <material name="m_${len(here)}"><color rgba="0.5 0.5 0.5 1"/></material></visual>
+  </link>
+</robot>
+"""
+
+
 def write_bot(root: Path) -> Path:
     """Write the package ``bot_description`` under ``root``; return its folder."""
     package = root / "bot_description"

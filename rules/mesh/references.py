@@ -14,6 +14,7 @@ from typing import Callable
 
 from lxml import etree
 
+from usdforge.rules.build_scope import memo
 from usdforge.rules.files import MAX_FILE_BYTES
 from usdforge.rules.xml import SAFE_XML
 
@@ -93,16 +94,14 @@ MESH_SCANNERS: dict[str, Callable[[Path], list[Path]]] = {
 }
 
 
-_SCANNED: dict[tuple, list[Path]] = {}
-
-
 def mesh_references(path: Path) -> list[Path]:
     """Files a mesh file references (materials, textures, buffers), whether they exist or not; none for
     self-contained formats (STL, PLY, OFF, GLB), and none read from a file that is not a regular file of
     at most ``rules.files.MAX_FILE_BYTES`` (the conversion reports it).
 
-    A file is scanned once per process while its path, inode, size and modification time stay the same
-    (the dependency scan and the mesh cache's key both ask)."""
+    A file is scanned once per build (``rules.build_scope.one_build``: the dependency scan, the
+    conversion's check and the mesh cache's key all ask), never once per process: the result depends on
+    the files the scan read besides this one (an OBJ's MTL files), which may change between builds."""
     scanner = MESH_SCANNERS.get(path.suffix.lower().lstrip("."))
     if not scanner:
         return []
@@ -112,9 +111,10 @@ def mesh_references(path: Path) -> list[Path]:
         return []
     if not S_ISREG(stat.st_mode) or stat.st_size > MAX_FILE_BYTES:
         return []
-    stamp = (os.path.abspath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    if stamp not in _SCANNED:
-        if len(_SCANNED) > 4096:
-            _SCANNED.clear()
-        _SCANNED[stamp] = scanner(Path(path))
-    return list(_SCANNED[stamp])
+    scanned = memo("mesh-references")
+    if scanned is None:
+        return scanner(Path(path))
+    stamp = (os.path.abspath(path), stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    if stamp not in scanned:
+        scanned[stamp] = scanner(Path(path))
+    return list(scanned[stamp])

@@ -7,8 +7,12 @@ A source is a xacro when its name ends in ``.xacro`` (``ur.urdf.xacro``). ``$(fi
 and its package roots, evaluates only restricted expressions, and never reads the environment; see
 ``xacro_process`` for the rules and the README ("xacro") for what a xacro file can and cannot do.
 
-The conversion expands (``rules.urdf.convert``), and so does doit's scan (``rules.urdf.references``) to
-learn the expansion's files; neither keeps the expanded URDF. No pxr here.
+The dependency scan (``rules.urdf.references``) expands to learn the expansion's files, and the conversion
+(``rules.urdf.convert``) needs the URDF: inside ``rules.build_scope.one_build()`` (``pipeline.converters``)
+each xacro is expanded once and the scan's expansion, or its error, is what the conversion gets, so the
+time limit is spent once per build. The expansion runs in the xacro's folder: ``$(cwd)`` is that folder
+wherever the build was started, and ``Expansion.location`` says whether ``$(cwd)`` or ``$(dirname)`` put
+an absolute folder into the URDF (then the conversion's key records where the files are). No pxr here.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 
 import attrs
 
+from usdforge.rules.build_scope import memo
 from usdforge.rules.errors import ConversionError
 
 #: Wall-clock limit of one expansion, in seconds.
@@ -50,6 +55,8 @@ class Expansion:
     digests: sha256 (hex) of the bytes the expansion got from each file; "missing" for missing ones.
     warnings: xacro's warnings (``$(optenv)`` defaults, ``xacro.warning()`` calls …).
     unused: the arguments given that the expansion never read (``--xacro-arg NAME``, ``--xacro-env NAME``).
+    location: the substitutions used that put absolute folders into the URDF ("cwd", "dirname"); empty
+        when the URDF does not depend on where the files are.
     """
 
     urdf: bytes
@@ -57,6 +64,7 @@ class Expansion:
     digests: dict[str, str] = attrs.field(factory=dict)
     warnings: tuple[str, ...] = ()
     unused: tuple[str, ...] = ()
+    location: tuple[str, ...] = ()
 
 
 class XacroError(ConversionError):
@@ -74,8 +82,6 @@ class XacroError(ConversionError):
 _CACHE: dict[tuple, tuple[dict[str, str], Expansion]] = {}
 _CACHE_SIZE = 32
 _LOCK = threading.Lock()
-
-
 def _digest(path: str) -> str:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -100,11 +106,25 @@ def expand_xacro(path: str | Path, packages: dict[str, str] | None = None, args:
     path = Path(path).absolute()
     key = (str(path), tuple(sorted((packages or {}).items())), tuple(sorted((args or {}).items())), tree_root,
            tuple(sorted((env or {}).items())), tuple(allowed))
+    build = memo("xacro")  # one build: the scan's expansion, or its error, is the conversion's
+    if build is not None and key in build:
+        if isinstance(build[key], XacroError):
+            raise build[key]
+        return build[key]
     with _LOCK:
         cached = _CACHE.get(key)
     if cached is not None and all(_digest(f) == sha for f, sha in cached[0].items()):
+        if build is not None:
+            build[key] = cached[1]
         return cached[1]
-    expansion = _expand(path, packages, args, timeout_s, memory_bytes, tree_root, env, allowed)
+    try:
+        expansion = _expand(path, packages, args, timeout_s, memory_bytes, tree_root, env, allowed)
+    except XacroError as exc:
+        if build is not None:
+            build[key] = exc
+        raise
+    if build is not None:
+        build[key] = expansion
     with _LOCK:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
@@ -120,8 +140,9 @@ def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | 
                "tree_root": tree_root, "env": dict(env or {}), "allowed": list(allowed)}
     # -P: neither this folder (its xacro.py) nor the working directory may shadow the xacro package.
     command = [sys.executable, "-P", str(Path(__file__).with_name("xacro_process.py"))]
+    # In the xacro's folder: $(cwd) names where the files are, not where the build was started.
     stdout, stderr, returncode = _run_bounded(command, json.dumps(request).encode(), timeout_s,
-                                              MAX_EXPANDED_BYTES + _REPLY_OVERHEAD)
+                                              MAX_EXPANDED_BYTES + _REPLY_OVERHEAD, cwd=path.parent)
     if returncode is None:
         raise XacroError(path, f"the expansion took longer than {timeout_s:g} s (stopped)")
     if stdout is None:
@@ -137,17 +158,19 @@ def _expand(path: Path, packages: dict[str, str] | None, args: dict[str, str] | 
         raise XacroError(reply.get("file") or path, reply.get("problem") or "the expansion failed",
                          reply.get("line"), files)
     return Expansion(urdf, files, dict(reply.get("digests") or {}), tuple(reply.get("warnings") or ()),
-                     tuple(reply.get("unused") or ()))
+                     unused=tuple(reply.get("unused") or ()), location=tuple(reply.get("location") or ()))
 
-def _run_bounded(command: list[str], request: bytes, timeout_s: float,
-                 max_bytes: int) -> tuple[tuple[bytes, bytes] | None, bytes, int | None]:
+
+def _run_bounded(command: list[str], request: bytes, timeout_s: float, max_bytes: int,
+                 cwd: Path | None = None) -> tuple[tuple[bytes, bytes] | None, bytes, int | None]:
     """Run ``command`` with ``request`` on its stdin; ((stdout's first line, the rest of stdout), the last
     64 kB of stderr, exit status). stdout is read in chunks and the process killed once it has sent more
     than ``max_bytes`` (stdout None then), so the parent never holds more than that, once; the status is
     None when it ran past ``timeout_s`` (killed)."""
     import io
 
-    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=cwd)
     first: list[bytes] = []
     rest = io.BytesIO()  # getvalue() hands over its buffer: the expanded URDF is held once
     errors: list[bytes] = []

@@ -33,6 +33,9 @@ What the child changes in ``xacro`` (2.1.1, pinned in pyproject.toml), and why:
   depends on files, cfg and xacro arguments only, never on the process environment.
 * The xacro arguments and ``env`` values the expansion never read are reported back (``unused``): a
   misspelt ``--xacro-arg`` would otherwise change nothing, silently.
+* ``$(cwd)`` and ``$(dirname)`` give absolute folders (the child runs in the xacro's folder, so
+  ``$(cwd)`` is that folder, wherever the build was started): their use is recorded and sent back as
+  ``location``, and the parent makes those folders part of the conversion's key.
 * xacro's warnings are collected and sent back (the parent re-issues them as ConversionWarnings).
 
 * ``$(eval ...)`` runs with empty builtins in one namespace holding only the names it uses, so no scope
@@ -42,7 +45,7 @@ What the child changes in ``xacro`` (2.1.1, pinned in pyproject.toml), and why:
 * The expanded URDF may hold at most ``request["max_bytes"]`` bytes (checked here, before it is sent).
 
 The reply: one JSON line, ``{"ok": true, "files": [...], "digests": {file: sha256 or "missing"},
-"warnings": [...]}`` followed by the expanded URDF's bytes, or ``{"ok": false, "file": PATH, "line": N or
+"warnings": [...], "unused": [...], "location": ["cwd", "dirname"] (those used)}`` followed by the expanded URDF's bytes, or ``{"ok": false, "file": PATH, "line": N or
 null, "problem": TEXT, "files": [...]}``.
 """
 
@@ -166,6 +169,8 @@ class Session:
         #: sha256 of each file read (missing ones absent).
         self.digests: dict[str, str] = {}
         self.warnings: list[str] = []
+        #: The substitutions used that give absolute folders ("cwd", "dirname").
+        self.location: set[str] = set()
         self._find_package = find_package
         self._unresolved = UnresolvedUri
 
@@ -275,6 +280,21 @@ def _install(session: Session) -> None:
     substitution_args._optenv = lambda resolved, a, args, context: resolved.replace(
         f"$({a})", optenv(args[0] if args else "", " ".join(args[1:])))
 
+    original_extension = xacro.eval_extension
+
+    def eval_extension(text: str) -> str:
+        if text.strip() == "$(cwd)":
+            session.location.add("cwd")
+        return original_extension(text)
+
+    xacro.eval_extension = eval_extension
+    original_dirname = substitution_args._eval_dirname
+
+    def eval_dirname(filename: Any) -> str:
+        session.location.add("dirname")
+        return original_dirname(filename)
+
+    substitution_args._eval_dirname = eval_dirname
     original_eval = substitution_args._eval
 
     def checked_eval(text: str, context: dict) -> str:
@@ -434,7 +454,7 @@ def expand(request: dict[str, Any]) -> dict[str, Any]:
     unused = [f"--xacro-arg {name}" for name in sorted(set(request.get("args") or {}) - mappings.read)]
     unused += [f"--xacro-env {name}" for name in sorted(set(session.env) - session.env_read)]
     return {"ok": True, "urdf": text, "files": session.files, "digests": digests, "warnings": session.warnings,
-            "unused": unused}
+            "unused": unused, "location": sorted(session.location)}
 
 
 def write_reply(reply: dict[str, Any], stream: Any) -> None:
