@@ -22,8 +22,8 @@ from usdforge.schemas import __version__, config_digest
 
 #: Distributions whose versions shape the bytes a conversion writes, per kind.
 BYTE_SHAPING = {
-    "mesh": ("usd-core", "trimesh", "numpy", "pillow", "pycollada"),
-    "urdf": ("usd-core", "trimesh", "numpy", "pillow", "pycollada", "lxml", "coacd"),
+    "mesh": ("usd-core", "trimesh", "numpy", "pillow", "pycollada", "assimp-py"),
+    "urdf": ("usd-core", "trimesh", "numpy", "pillow", "pycollada", "assimp-py", "lxml", "coacd"),
     "mjcf": ("usd-core", "mujoco", "trimesh", "numpy", "pillow", "coacd"),
 }
 #: Bumped when the layout of cached artifacts changes.
