@@ -7,12 +7,15 @@ per-vertex colours and material colours); a file it does not read falls back for
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from meshes import write_mesh
 
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.mesh import assimp_read
@@ -92,6 +95,42 @@ def test_corpus_urdf_meshes_mostly_read_by_assimp(shared_dir):
     # fallbacks.
     assert set(used) <= {"assimp", "trimesh: refused", "trimesh: texture"}, used
     assert used["assimp"] >= len(urdf) - 5, used
+
+
+@pytest.mark.parametrize("extension", ["stl", "stl_ascii", "ply", "off", "glb", "gltf", "dae", "obj"])
+def test_generated_fixtures_of_every_format_are_read_by_assimp_as_trimesh_reads_them(tmp_path, extension):
+    path = write_mesh(tmp_path, extension)
+    ours, used = read_file(path)
+    assert used == "assimp"
+    assert_same_parts(path, ours, read_file(path, "trimesh")[0])
+
+
+def test_a_multi_node_glb_keeps_its_node_transforms_and_names(tmp_path):
+    import trimesh
+
+    scene = trimesh.Scene()
+    scene.add_geometry(trimesh.creation.box(extents=[1, 2, 3]), node_name="body")
+    scene.add_geometry(trimesh.creation.icosphere(radius=0.5), node_name="knob",
+                       transform=trimesh.transformations.rotation_matrix(0.7, [1, 2, 3], [0, 2, 0]))
+    path = tmp_path / "scene.glb"
+    path.write_bytes(scene.export(file_type="glb"))
+    ours, used = read_file(path)
+    assert used == "assimp" and [p.name for p in ours] == ["body", "knob"]
+    assert_same_parts(path, ours, read_file(path, "trimesh")[0])
+
+
+@pytest.mark.parametrize("unit, up", [("0.01", "Y_UP"), ("0.0254", "Z_UP"), ("1", "X_UP")])
+def test_collada_unit_is_applied_and_up_axis_ignored_as_before(tmp_path, unit, up):
+    box = write_mesh(tmp_path, "dae")
+    asset = f'<asset><unit name="u" meter="{unit}"/><up_axis>{up}</up_axis></asset>'
+    box.write_text(re.sub(r"<asset>.*?</asset>", asset, box.read_text(), count=1, flags=re.DOTALL))
+    assert f'meter="{unit}"' in box.read_text()
+    ours, used = read_file(box)
+    assert used == "assimp"
+    theirs = read_file(box, "trimesh")[0]
+    assert_same_parts(box, ours, theirs)
+    extent = np.ptp(ours[0].points, axis=0)
+    np.testing.assert_allclose(extent, np.array([0.2, 0.4, 0.6]) * float(unit), rtol=1e-6)
 
 
 # One generated fixture per fallback class.
@@ -186,3 +225,39 @@ def test_the_reader_and_its_version_are_in_the_cache_keys():
 
     assert all("assimp-py" in BYTE_SHAPING[kind] for kind in ("mesh", "urdf"))
     assert any(path.name == "assimp_read.py" for path in meshes._READER_CODE)
+
+
+def test_one_child_reads_a_batch_and_a_crash_loses_only_that_file(tmp_path, monkeypatch):
+    paths = [write_obj(tmp_path, TETRA + "f 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n", f"p{i}.obj") for i in range(4)]
+    real = assimp_read.read_assimp
+    children = set()
+
+    def crash_on_p1(path):
+        children.add(os.getpid())
+        if path.name == "p1.obj":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return real(path)
+
+    monkeypatch.setattr(assimp_read, "read_assimp", crash_on_p1)
+    results = assimp_read.read_many_in_child(paths)
+    assert results[paths[1]] == "crashed"
+    assert all(not isinstance(results[p], str) for p in (paths[0], paths[2], paths[3]))
+    library = MeshLibrary()
+    library.prefetch(paths)
+    assert [len(library.parts(p)[0].faces) for p in paths] == [4, 4, 4, 4]  # p1 read by trimesh
+
+
+def test_a_urdf_reads_its_meshes_in_one_child(tmp_path, monkeypatch, shared_dir):
+    from usdforge.rules.urdf.read import read_urdf
+
+    forks = []
+    real = assimp_read._child_results
+
+    def counting(paths, timeout):
+        forks.append(len(paths))
+        return real(paths, timeout)
+
+    monkeypatch.setattr(assimp_read, "_child_results", counting)
+    corpus = shared_dir / "corpus" / "urdf" / "pr2" / "example-robot-data"
+    read_urdf(corpus / "robots" / "pr2_description" / "urdf" / "pr2.urdf", {"example-robot-data": str(corpus)})
+    assert len(forks) == 1 and forks[0] >= 26, forks  # its 26 distinct STL files

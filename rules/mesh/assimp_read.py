@@ -2,8 +2,9 @@
 reader of every format it reads, ten times cheaper to import than trimesh and several times faster on
 COLLADA. No trimesh, scipy or pxr here.
 
-Assimp runs in a forked child process (``read_in_child``): a file that crashes it (a segfault in the C++
-importer) or hangs it ends that child, never the build, and the caller reads the file with trimesh instead.
+Assimp runs in a forked child process (``read_many_in_child``: one child for all the files of a
+conversion): a file that crashes it (a segfault in the C++ importer) or hangs it ends that child, never
+the build; the caller reads that file with trimesh instead and a fresh child the files after it.
 
 ``read_assimp`` returns None, meaning "read this file with trimesh", for the classes of file where
 Assimp's result would differ from trimesh's (each named in ``FALLBACK_CLASSES``, each with its test in
@@ -13,6 +14,7 @@ so the same file always goes through the same reader.
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import os
 import json
@@ -21,7 +23,7 @@ import signal
 import struct
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -51,7 +53,7 @@ FALLBACK_CLASSES = {
 Y_UP_TO_Z_UP = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, -1.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
 #: Seconds a child may read one file before it is taken for hung.
 CHILD_SECONDS = 120.0
-#: Address space (bytes) a child may use: a hostile file cannot exhaust the machine's memory.
+#: Address space (bytes) a child may map beyond the parent's: a hostile file cannot exhaust the memory.
 CHILD_MEMORY = 8 << 30
 
 
@@ -230,54 +232,101 @@ def _obj_has_polygons(path: Path) -> bool:
 def read_in_child(path: Path, timeout: float = CHILD_SECONDS) -> list[RawPart] | str:
     """``read_assimp`` in a forked child process: its parts, its fallback reason, or "crashed" when the
     child died (a signal, an abort) or ran past ``timeout`` seconds (then it is killed)."""
+    return read_many_in_child([path], timeout)[Path(path)]
+
+
+def read_many_in_child(paths: list[Path], timeout: float = CHILD_SECONDS) -> dict[Path, list[RawPart] | str]:
+    """``read_in_child`` for each of ``paths``, all in one forked child (a fork costs more than reading a
+    small mesh): the child sends each file's result as it is read; when it dies or overruns ``timeout``
+    seconds on a file, that file is "crashed" and a fresh child reads the ones after it."""
+    todo = list(dict.fromkeys(Path(p) for p in paths))
+    results: dict[Path, list[RawPart] | str] = {}
+    while todo:
+        for path, result in _child_results(todo, timeout):
+            results[path] = result
+        todo = [path for path in todo if path not in results]
+        if todo:  # the child ended on todo[0] without an answer: it crashed there
+            results[todo.pop(0)] = "crashed"
+    return results
+
+
+def _child_results(paths: list[Path], timeout: float) -> Iterator[tuple[Path, list[RawPart] | str]]:
+    """(path, result) of each file a forked child reads, in order, until it ends or a file overruns."""
     read_end, write_end = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: read, send the encoded result, exit without running the parent's cleanup
+    if pid == 0:  # the child: read, send each encoded result, exit without running the parent's cleanup
         status = 0
         try:
             os.close(read_end)
+            gc.disable()  # a collection would touch every object the parent made: copies of all their pages
             import faulthandler
 
             faulthandler.disable()  # a crash here is expected and handled: no traceback dump on stderr
-            try:
-                import resource
-
-                resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
-            except (ImportError, ValueError, OSError):
-                pass
-            payload = encode(read_assimp(Path(path)))
+            _limit_memory(CHILD_MEMORY)
             with os.fdopen(write_end, "wb") as stream:
-                stream.write(payload)
+                for path in paths:
+                    payload = encode(read_assimp(path))
+                    stream.write(len(payload).to_bytes(8, "little") + payload)
+                    stream.flush()
         except BaseException:  # noqa: BLE001 - any failure in the child is a crash to the parent
             status = 1
         finally:
             os._exit(status)
     os.close(write_end)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
+    buffer = bytearray()
+    finished = False
     try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return "crashed"
-            ready, _, _ = select.select([read_end], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(read_end, 1 << 22)
-            if not chunk:
-                break
-            chunks.append(chunk)
+        for path in paths:
+            deadline = time.monotonic() + timeout
+            size = None
+            while True:
+                if size is None and len(buffer) >= 8:
+                    size = int.from_bytes(buffer[:8], "little")
+                if size is not None and len(buffer) >= 8 + size:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    os.kill(pid, signal.SIGKILL)
+                    return
+                ready, _, _ = select.select([read_end], [], [], left)
+                if not ready:
+                    continue
+                chunk = os.read(read_end, 1 << 22)
+                if not chunk:
+                    return  # the child ended (crashed) before answering for path
+                buffer += chunk
+            message = bytes(buffer[8:8 + size])
+            del buffer[:8 + size]
+            try:
+                yield path, decode(message)
+            except (ValueError, KeyError, TypeError, IndexError):  # a garbled message: a crash too
+                yield path, "crashed"
+        finished = True
     finally:
         os.close(read_end)
-    _, status = os.waitpid(pid, 0)
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or not chunks:
-        return "crashed"
+        if not finished:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        os.waitpid(pid, 0)
+
+
+def _limit_memory(extra: int) -> None:
+    """Cap this process's address space at what it maps now (the parent's, inherited) plus ``extra``
+    bytes: the cap does not depend on how much the parent had mapped, so the same file is read alike."""
     try:
-        return decode(b"".join(chunks))
-    except (ValueError, KeyError, TypeError, IndexError):  # a truncated or garbled message: a crash too
-        return "crashed"
+        import resource
+
+        with open("/proc/self/statm") as stream:
+            mapped = int(stream.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = mapped + extra
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (ImportError, ValueError, OSError):
+        pass  # no /proc or no limits here: the time limit still bounds the child
 
 
 _ARRAYS = ("points", "faces", "normals", "uv", "colors", "transform")
