@@ -14,6 +14,7 @@ so the same file always goes through the same reader.
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib.metadata
 import os
@@ -74,6 +75,7 @@ class RawPart(NamedTuple):
     transform: np.ndarray
 
 
+@functools.cache
 def assimp_version() -> str:
     """The version of the assimp-py binding ("absent" when it is not installed)."""
     try:

@@ -333,13 +333,15 @@ class MeshLibrary:
         self._volumes: dict[tuple[Path, tuple[float, float, float]], VolumeProperties] = {}
         #: Assimp's results of files ``prefetch`` read, until ``parts`` asks for them.
         self._assimp_results: dict[Path, Any] = {}
+        #: Cache keys ``prefetch`` computed, until ``_read`` uses them (each file is hashed once).
+        self._keys: dict[Path, str] = {}
 
     def _read(self, path: Path) -> list[MeshPart]:
         active = _MESH_CACHE.get()
         if active is None:
             return self._read_file(path)
         store, digest = active
-        key = mesh_key(path, digest)
+        key = self._keys.pop(path, None) or mesh_key(path, digest)
         cached = store.get_entry(key)
         store.record("mesh-geometry", hit=cached is not None)
         if cached is not None:
@@ -370,8 +372,10 @@ class MeshLibrary:
             if path in self._files or path in self._assimp_results or \
                     path.suffix.lower().lstrip(".") not in ASSIMP_FIRST or regular_file_problem(path) is not None:
                 continue
-            if active is not None and active[0].entry(mesh_key(path, active[1])) is not None:
-                continue  # restored from the cache when asked for
+            if active is not None:
+                self._keys[path] = key = mesh_key(path, active[1])
+                if active[0].entry(key) is not None:
+                    continue  # restored from the cache when asked for
             batch.append(path)
         if len(batch) > 1:
             self._assimp_results.update(read_many_in_child(batch))
