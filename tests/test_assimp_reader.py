@@ -26,6 +26,14 @@ REPO = Path(__file__).resolve().parents[1]
 EXTENSIONS = {".stl", ".obj", ".ply", ".off", ".glb", ".gltf", ".dae", ".fbx"}
 
 
+@pytest.fixture(autouse=True)
+def fresh_reader():
+    """Each test starts and ends without a reading child: one forked before a monkeypatch would not see it."""
+    assimp_read.stop_reader()
+    yield
+    assimp_read.stop_reader()
+
+
 def every_mesh(shared_dir: Path) -> list[Path]:
     roots = [shared_dir / "corpus", shared_dir / "conformance", REPO / "assets"]
     for root in roots:
@@ -91,10 +99,10 @@ def test_corpus_urdf_meshes_mostly_read_by_assimp(shared_dir):
     urdf = sorted(p for p in (shared_dir / "corpus" / "urdf").rglob("*")
                   if p.suffix.lower() in (".stl", ".dae"))
     used = Counter(read_file(p)[1] for p in urdf)
-    # panda's link5-7.dae hold <lines>, which assimp-py 1.1 refuses; two textured COLLADA files: the only
-    # fallbacks.
-    assert set(used) <= {"assimp", "trimesh: refused", "trimesh: texture"}, used
-    assert used["assimp"] >= len(urdf) - 5, used
+    # r2d2's two textured COLLADA files are the only fallbacks (panda's link5-7.dae hold <lines>: read
+    # without them).
+    assert set(used) <= {"assimp", "trimesh: texture"}, used
+    assert used["assimp"] >= len(urdf) - 2, used
 
 
 @pytest.mark.parametrize("extension", ["stl", "stl_ascii", "ply", "off", "glb", "gltf", "dae", "obj"])
@@ -156,10 +164,16 @@ def test_each_obj_fallback_class_goes_to_trimesh(tmp_path, reason, content):
     assert used == f"trimesh: {reason}"
 
 
-def test_collada_with_lines_is_refused_and_read_by_trimesh(shared_dir):
+def test_collada_with_lines_is_read_by_assimp_without_them(shared_dir):
+    # assimp-py refuses a COLLADA file with <lines>; an in-memory copy without them gives trimesh's parts.
     path = shared_dir / "conformance" / "urdf" / "assets" / "box_with_line.dae"
+    with pytest.raises(ValueError):
+        import assimp_py
+
+        assimp_py.import_file(str(path), assimp_py.Process_Triangulate | assimp_py.Process_SortByPType)
     parts, used = read_file(path)
-    assert used == "trimesh: refused" and len(parts) == 1
+    assert used == "assimp" and len(parts) == 1
+    assert_same_parts(path, parts, read_file(path, "trimesh")[0])
 
 
 def test_transparent_collada_material_goes_to_trimesh(shared_dir):
@@ -191,6 +205,7 @@ def test_a_file_that_crashes_assimp_falls_back_and_the_build_goes_on(tmp_path, m
         os.kill(os.getpid(), signal.SIGSEGV)
 
     monkeypatch.setattr(assimp_read, "read_assimp", crash)
+    assimp_read.stop_reader()
     path = write_obj(tmp_path, TETRA + "f 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
     assert read_in_child(path) == "crashed"
     parts, used = read_file(path)
@@ -205,6 +220,7 @@ def test_a_file_that_hangs_assimp_is_killed_and_falls_back(tmp_path, monkeypatch
         time.sleep(60)
 
     monkeypatch.setattr(assimp_read, "read_assimp", hang)
+    assimp_read.stop_reader()
     path = write_obj(tmp_path, TETRA + "f 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
     assert read_in_child(path, timeout=0.5) == "crashed"
 
@@ -227,37 +243,39 @@ def test_the_reader_and_its_version_are_in_the_cache_keys():
     assert any(path.name == "assimp_read.py" for path in meshes._READER_CODE)
 
 
-def test_one_child_reads_a_batch_and_a_crash_loses_only_that_file(tmp_path, monkeypatch):
+def test_one_child_reads_file_after_file_and_a_crash_loses_only_that_file(tmp_path, monkeypatch):
     paths = [write_obj(tmp_path, TETRA + "f 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n", f"p{i}.obj") for i in range(4)]
     real = assimp_read.read_assimp
-    children = set()
 
     def crash_on_p1(path):
-        children.add(os.getpid())
         if path.name == "p1.obj":
             os.kill(os.getpid(), signal.SIGSEGV)
         return real(path)
 
     monkeypatch.setattr(assimp_read, "read_assimp", crash_on_p1)
-    results = assimp_read.read_many_in_child(paths)
-    assert results[paths[1]] == "crashed"
-    assert all(not isinstance(results[p], str) for p in (paths[0], paths[2], paths[3]))
-    library = MeshLibrary()
-    library.prefetch(paths)
-    assert [len(library.parts(p)[0].faces) for p in paths] == [4, 4, 4, 4]  # p1 read by trimesh
+    assimp_read.stop_reader()  # the next child is forked with the patch in place
+    children = []
+    results = []
+    for path in paths:
+        results.append(read_in_child(path))
+        children.append(None if assimp_read._READER is None else assimp_read._READER.pid)
+    assert [isinstance(r, str) for r in results] == [False, True, False, False] and results[1] == "crashed"
+    assert children[1] is None and children[2] == children[3] != children[0]
+    assert [len(MeshLibrary().parts(p)[0].faces) for p in paths] == [4, 4, 4, 4]  # p1 read by trimesh
 
 
-def test_a_urdf_reads_its_meshes_in_one_child(tmp_path, monkeypatch, shared_dir):
+def test_a_urdf_reads_its_meshes_in_one_child(monkeypatch, shared_dir):
     from usdforge.rules.urdf.read import read_urdf
 
-    forks = []
-    real = assimp_read._child_results
+    started = []
 
-    def counting(paths, timeout):
-        forks.append(len(paths))
-        return real(paths, timeout)
+    class Counted(assimp_read._ReaderProcess):
+        def __init__(self):
+            started.append(1)
+            super().__init__()
 
-    monkeypatch.setattr(assimp_read, "_child_results", counting)
+    monkeypatch.setattr(assimp_read, "_ReaderProcess", Counted)
+    assimp_read.stop_reader()
     corpus = shared_dir / "corpus" / "urdf" / "pr2" / "example-robot-data"
     read_urdf(corpus / "robots" / "pr2_description" / "urdf" / "pr2.urdf", {"example-robot-data": str(corpus)})
-    assert len(forks) == 1 and forks[0] >= 26, forks  # its 26 distinct STL files
+    assert len(started) == 1  # its 26 distinct STL files, one child

@@ -2,9 +2,10 @@
 reader of every format it reads, ten times cheaper to import than trimesh and several times faster on
 COLLADA. No trimesh, scipy or pxr here.
 
-Assimp runs in a forked child process (``read_many_in_child``: one child for all the files of a
-conversion): a file that crashes it (a segfault in the C++ importer) or hangs it ends that child, never
-the build; the caller reads that file with trimesh instead and a fresh child the files after it.
+Assimp runs in a forked child process (``read_in_child``: one child per process, forked on first use and
+kept for the next files, as a fork costs more than reading a small mesh): a file that crashes it (a
+segfault in the C++ importer) or hangs it ends that child, never the build; the caller reads that file
+with trimesh instead, and a fresh child reads the next.
 
 ``read_assimp`` returns None, meaning "read this file with trimesh", for the classes of file where
 Assimp's result would differ from trimesh's (each named in ``FALLBACK_CLASSES``, each with its test in
@@ -19,12 +20,14 @@ import gc
 import importlib.metadata
 import os
 import json
+import re
 import select
 import signal
 import struct
+import threading
 import time
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,7 +36,8 @@ ASSIMP_FIRST = ("stl", "obj", "ply", "off", "glb", "gltf", "dae", "fbx")
 
 #: Why a file that Assimp reads still goes through trimesh (the reason strings ``read_assimp`` gives).
 FALLBACK_CLASSES = {
-    "refused": "Assimp refuses the file (a format variant or damage it does not read)",
+    "refused": "Assimp refuses the file (a format variant or damage it does not read; a COLLADA file it "
+               "refuses for its <lines> is read again without them, from memory, before it falls back)",
     "crashed": "Assimp crashed or hung on the file in its child process",
     "embedded texture": "an image embedded in the file (GLB, data: URI): assimp-py does not expose its pixels",
     "no triangles": "Assimp found no triangle mesh (trimesh reports why, naming the file)",
@@ -104,7 +108,9 @@ def read_assimp(path: Path) -> list[RawPart] | str:
     try:
         scene = assimp_py.import_file(str(path), flags)
     except Exception:  # noqa: BLE001 - the binding reports every failure as a generic error
-        return "refused"
+        scene = _without_lines(path, flags) if extension == "dae" else None
+        if scene is None:
+            return "refused"
     if scene is None or not scene.meshes:
         return "no triangles"
     root_transform = None
@@ -171,6 +177,32 @@ def read_assimp(path: Path) -> list[RawPart] | str:
     return sorted(parts, key=lambda part: part.name)
 
 
+#: COLLADA line primitives: no surface (trimesh drops them), and assimp-py refuses a file holding any.
+_COLLADA_LINES = re.compile(rb"<(lines|linestrips)\b[^>]*>.*?</\1>", re.DOTALL)
+
+
+def _without_lines(path: Path, flags: int) -> Any:
+    """Assimp's scene of a COLLADA file read from an in-memory copy without its ``<lines>`` and
+    ``<linestrips>`` (a memfd: nothing is written to disk), or None when the file holds none, names
+    images (a copy has no folder to find them in), or Assimp refuses the copy too."""
+    import assimp_py
+
+    from usdforge.rules.mesh.references import dae_references
+
+    data = path.read_bytes()
+    stripped = _COLLADA_LINES.sub(b"", data)
+    if stripped == data or dae_references(path) or not hasattr(os, "memfd_create"):
+        return None
+    descriptor = os.memfd_create("usdforge-collada")
+    try:
+        os.write(descriptor, stripped)
+        return assimp_py.import_file(f"/proc/self/fd/{descriptor}", flags)
+    except Exception:  # noqa: BLE001 - the binding reports every failure as a generic error
+        return None
+    finally:
+        os.close(descriptor)
+
+
 def _is_default(material: dict) -> bool:
     """Whether an Assimp material is the one it makes up for a file without any."""
     return material.get("NAME") in ("DefaultMaterial", "", None)
@@ -232,86 +264,120 @@ def _obj_has_polygons(path: Path) -> bool:
 
 
 def read_in_child(path: Path, timeout: float = CHILD_SECONDS) -> list[RawPart] | str:
-    """``read_assimp`` in a forked child process: its parts, its fallback reason, or "crashed" when the
-    child died (a signal, an abort) or ran past ``timeout`` seconds (then it is killed)."""
-    return read_many_in_child([path], timeout)[Path(path)]
+    """``read_assimp`` in this process's reading child (forked on first use, kept for the next files):
+    its parts, its fallback reason, or "crashed" when the child died on the file (a signal, an abort) or
+    ran past ``timeout`` seconds (it is killed; the next file gets a fresh child)."""
+    with _LOCK:
+        global _READER
+        if _READER is None or _READER.owner != os.getpid():  # none yet, or one a forked parent started
+            _READER = _ReaderProcess()
+        result = _READER.read(Path(path), timeout)
+        if result == "crashed":
+            _READER.stop()
+            _READER = None
+        return result
 
 
-def read_many_in_child(paths: list[Path], timeout: float = CHILD_SECONDS) -> dict[Path, list[RawPart] | str]:
-    """``read_in_child`` for each of ``paths``, all in one forked child (a fork costs more than reading a
-    small mesh): the child sends each file's result as it is read; when it dies or overruns ``timeout``
-    seconds on a file, that file is "crashed" and a fresh child reads the ones after it."""
-    todo = list(dict.fromkeys(Path(p) for p in paths))
-    results: dict[Path, list[RawPart] | str] = {}
-    while todo:
-        for path, result in _child_results(todo, timeout):
-            results[path] = result
-        todo = [path for path in todo if path not in results]
-        if todo:  # the child ended on todo[0] without an answer: it crashed there
-            results[todo.pop(0)] = "crashed"
-    return results
+def stop_reader() -> None:
+    """End this process's reading child (the next read starts a fresh one, forked from the process as
+    it is then)."""
+    global _READER
+    with _LOCK:
+        if _READER is not None and _READER.owner == os.getpid():
+            _READER.stop()
+        _READER = None
 
 
-def _child_results(paths: list[Path], timeout: float) -> Iterator[tuple[Path, list[RawPart] | str]]:
-    """(path, result) of each file a forked child reads, in order, until it ends or a file overruns."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: read, send each encoded result, exit without running the parent's cleanup
-        status = 0
+class _ReaderProcess:
+    """A forked child that reads the files it is sent, one framed request (the path's bytes) and one
+    framed answer (``encode``) at a time; it exits when its request pipe closes (the parent ended)."""
+
+    def __init__(self) -> None:
+        request_read, self.requests = os.pipe()
+        self.answers, answer_write = os.pipe()
+        self.owner = os.getpid()
+        self.pid = os.fork()
+        if self.pid == 0:
+            status = 0
+            try:
+                os.close(self.requests)
+                os.close(self.answers)
+                _serve(request_read, answer_write)
+            except BaseException:  # noqa: BLE001 - any failure in the child is a crash to the parent
+                status = 1
+            finally:
+                os._exit(status)
+        os.close(request_read)
+        os.close(answer_write)
+        os.set_inheritable(self.requests, False)
+        os.set_inheritable(self.answers, False)
+
+    def read(self, path: Path, timeout: float) -> list[RawPart] | str:
+        request = os.fsencode(path)
         try:
-            os.close(read_end)
-            gc.disable()  # a collection would touch every object the parent made: copies of all their pages
-            import faulthandler
+            os.write(self.requests, len(request).to_bytes(8, "little") + request)
+        except OSError:  # the child is gone
+            return "crashed"
+        deadline = time.monotonic() + timeout
+        header = self._receive(8, deadline)
+        message = None if header is None else self._receive(int.from_bytes(header, "little"), deadline)
+        if message is None:
+            return "crashed"
+        try:
+            return decode(message)
+        except (ValueError, KeyError, TypeError, IndexError):  # a garbled message: a crash too
+            return "crashed"
 
-            faulthandler.disable()  # a crash here is expected and handled: no traceback dump on stderr
-            _limit_memory(CHILD_MEMORY)
-            with os.fdopen(write_end, "wb") as stream:
-                for path in paths:
-                    payload = encode(read_assimp(path))
-                    stream.write(len(payload).to_bytes(8, "little") + payload)
-                    stream.flush()
-        except BaseException:  # noqa: BLE001 - any failure in the child is a crash to the parent
-            status = 1
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    buffer = bytearray()
-    finished = False
-    try:
-        for path in paths:
-            deadline = time.monotonic() + timeout
-            size = None
-            while True:
-                if size is None and len(buffer) >= 8:
-                    size = int.from_bytes(buffer[:8], "little")
-                if size is not None and len(buffer) >= 8 + size:
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    os.kill(pid, signal.SIGKILL)
-                    return
-                ready, _, _ = select.select([read_end], [], [], left)
-                if not ready:
-                    continue
-                chunk = os.read(read_end, 1 << 22)
-                if not chunk:
-                    return  # the child ended (crashed) before answering for path
-                buffer += chunk
-            message = bytes(buffer[8:8 + size])
-            del buffer[:8 + size]
+    def _receive(self, size: int, deadline: float) -> bytes | None:
+        """``size`` bytes from the child, or None when it ends or ``deadline`` passes first."""
+        chunks, received = [], 0
+        while received < size:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if not select.select([self.answers], [], [], left)[0]:
+                continue
+            chunk = os.read(self.answers, min(size - received, 1 << 22))
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            received += len(chunk)
+        return b"".join(chunks)
+
+    def stop(self) -> None:
+        for descriptor in (self.requests, self.answers):
             try:
-                yield path, decode(message)
-            except (ValueError, KeyError, TypeError, IndexError):  # a garbled message: a crash too
-                yield path, "crashed"
-        finished = True
-    finally:
-        os.close(read_end)
-        if not finished:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+                os.close(descriptor)
+            except OSError:
                 pass
-        os.waitpid(pid, 0)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _serve(requests: int, answers: int) -> None:
+    """The reading child's loop: each request's file read by ``read_assimp``, answered in order."""
+    gc.disable()  # a collection would touch every object the parent made: copies of all their pages
+    import faulthandler
+
+    faulthandler.disable()  # a crash here is expected and handled: no traceback dump on stderr
+    _limit_memory(CHILD_MEMORY)
+    with os.fdopen(requests, "rb") as incoming, os.fdopen(answers, "wb") as outgoing:
+        while header := incoming.read(8):
+            path = Path(os.fsdecode(incoming.read(int.from_bytes(header, "little"))))
+            payload = encode(read_assimp(path))
+            outgoing.write(len(payload).to_bytes(8, "little") + payload)
+            outgoing.flush()
+
+
+_LOCK = threading.Lock()
+#: This process's reading child, started on first use.
+_READER: _ReaderProcess | None = None
 
 
 def _limit_memory(extra: int) -> None:

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -159,14 +159,13 @@ def _from_assimp(name: str, raw: Any) -> MeshPart:
 READERS: dict[Path, str] = {}
 
 
-def read_file(path: Path, reader: str = "auto", assimp_result: Any = None) -> tuple[list[MeshPart], str]:
+def read_file(path: Path, reader: str = "auto") -> tuple[list[MeshPart], str]:
     """The parts of the mesh file at ``path`` in metres, and which reader read them: Assimp first for the
     formats it reads (in a child process), else, or when it refuses the file, crashes, or a documented
     check says its result would differ (``rules.mesh.assimp_read.FALLBACK_CLASSES``), trimesh.
 
     reader: "auto"; "trimesh" or "assimp" force one (the equivalence test compares them; "assimp"
     returns no parts, only the reason, where Assimp would fall back).
-    assimp_result: what ``read_many_in_child`` gave for the file already (``MeshLibrary.prefetch``).
     Raises ConversionError when the file is missing, unreadable, or holds no triangles.
     """
     from usdforge.rules.files import regular_file_problem
@@ -176,7 +175,7 @@ def read_file(path: Path, reader: str = "auto", assimp_result: Any = None) -> tu
     used = "trimesh"
     if reader != "trimesh" and path.suffix.lower().lstrip(".") in ASSIMP_FIRST and assimp_version() != "absent" \
             and regular_file_problem(path) is None:
-        result = assimp_result if assimp_result is not None else read_in_child(path)
+        result = read_in_child(path)
         if not isinstance(result, str):
             # STL has no node names (trimesh names a part after the file or its header): the file's stem.
             parts = [_from_assimp(path.stem if stl else raw.name, raw) for raw in result]
@@ -331,17 +330,13 @@ class MeshLibrary:
         self._files: dict[Path, list[MeshPart] | ConversionError] = {}
         self._baked: dict[tuple[Path, tuple[float, float, float]], list[MeshPart]] = {}
         self._volumes: dict[tuple[Path, tuple[float, float, float]], VolumeProperties] = {}
-        #: Assimp's results of files ``prefetch`` read, until ``parts`` asks for them.
-        self._assimp_results: dict[Path, Any] = {}
-        #: Cache keys ``prefetch`` computed, until ``_read`` uses them (each file is hashed once).
-        self._keys: dict[Path, str] = {}
 
     def _read(self, path: Path) -> list[MeshPart]:
         active = _MESH_CACHE.get()
         if active is None:
             return self._read_file(path)
         store, digest = active
-        key = self._keys.pop(path, None) or mesh_key(path, digest)
+        key = mesh_key(path, digest)
         cached = store.get_entry(key)
         store.record("mesh-geometry", hit=cached is not None)
         if cached is not None:
@@ -355,30 +350,7 @@ class MeshLibrary:
         return parts
 
     def _read_file(self, path: Path) -> list[MeshPart]:
-        return read_file(path, assimp_result=self._assimp_results.pop(path, None))[0]
-
-    def prefetch(self, paths: Iterable[Path]) -> None:
-        """Read with Assimp, in one child process, the files of ``paths`` that are not read yet nor in the
-        build cache: a source reader that knows its mesh files up front (a URDF) pays one fork, not one
-        per file. Files that are missing or of another format are left to ``parts``, which reports them."""
-        from usdforge.rules.files import regular_file_problem
-        from usdforge.rules.mesh.assimp_read import ASSIMP_FIRST, assimp_version, read_many_in_child
-
-        if assimp_version() == "absent":
-            return
-        active = _MESH_CACHE.get()
-        batch = []
-        for path in dict.fromkeys(Path(p) for p in paths):
-            if path in self._files or path in self._assimp_results or \
-                    path.suffix.lower().lstrip(".") not in ASSIMP_FIRST or regular_file_problem(path) is not None:
-                continue
-            if active is not None:
-                self._keys[path] = key = mesh_key(path, active[1])
-                if active[0].entry(key) is not None:
-                    continue  # restored from the cache when asked for
-            batch.append(path)
-        if len(batch) > 1:
-            self._assimp_results.update(read_many_in_child(batch))
+        return read_file(path)[0]
 
     def _file_parts(self, path: Path) -> list[MeshPart]:
         cached = self._files.get(path)

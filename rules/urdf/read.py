@@ -33,7 +33,6 @@ from usdforge.rules.robot.model import Joint, Link, Robot
 from usdforge.rules.urdf.joints import check_mimics, read_joint
 from usdforge.rules.urdf.links import read_link
 from usdforge.rules.urdf.materials import read_global_materials
-from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
 from usdforge.rules.urdf.source import UrdfSource, attribute_token, xml_text
 from usdforge.rules.urdf.tree import order_tree, rest_poses, world_links
 from usdforge.rules.urdf.xml import load_urdf_xml
@@ -56,7 +55,6 @@ def read_urdf(path: str | Path, packages: dict[str, str] | None = None,
     if not root.get("name"):
         src.warn(f"<robot> has no name; using '{robot.name}'", root)
     read_global_materials(src, root)
-    _prefetch_meshes(src, root)
     links, link_elements = _read_links(src, root)
     joints, joint_elements = _read_joints(src, root, links)
     _robot_custom(src, root, robot)
@@ -66,18 +64,6 @@ def read_urdf(path: str | Path, packages: dict[str, str] | None = None,
     check_mimics(src, robot, joint_elements)
     src.notes.flush()
     return robot
-
-
-def _prefetch_meshes(src: UrdfSource, root: etree._Element) -> None:
-    """Hand every link's mesh file to the mesh library at once (Assimp reads them in one child process);
-    a file name that does not resolve is left to the link reader, which reports it at its line."""
-    paths = []
-    for element in root.iterfind("link/*/geometry/mesh"):
-        try:
-            paths.append(resolve_uri(element.get("filename") or "", src.folder, src.packages))
-        except UnresolvedUri:
-            continue
-    src.meshes.prefetch(paths)
 
 
 def _read_links(src: UrdfSource, root: etree._Element) -> tuple[dict[str, Link], dict[str, etree._Element]]:
