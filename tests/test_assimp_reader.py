@@ -279,3 +279,17 @@ def test_a_urdf_reads_its_meshes_in_one_child(monkeypatch, shared_dir):
     corpus = shared_dir / "corpus" / "urdf" / "pr2" / "example-robot-data"
     read_urdf(corpus / "robots" / "pr2_description" / "urdf" / "pr2.urdf", {"example-robot-data": str(corpus)})
     assert len(started) == 1  # its 26 distinct STL files, one child
+
+
+def test_the_reading_child_holds_none_of_the_parents_files(tmp_path):
+    # A pipe the parent holds (a peer's stdin, a worker's stdout) must see its end of file when the parent
+    # closes it, though the reading child, forked while it was open, lives on.
+    read_end, write_end = os.pipe()
+    assert not isinstance(read_in_child(REPO / "assets" / "meshes" / "plate.stl"), str)  # forked now
+    os.close(write_end)
+    import select
+
+    assert select.select([read_end], [], [], 10)[0] and os.read(read_end, 1) == b""  # no one else holds it
+    os.close(read_end)
+    children = [int(p) for p in os.listdir(f"/proc/{assimp_read._READER.pid}/fd")]
+    assert len(children) == 5, children  # 0-2 on /dev/null, the request and answer pipes

@@ -300,8 +300,7 @@ class _ReaderProcess:
         if self.pid == 0:
             status = 0
             try:
-                os.close(self.requests)
-                os.close(self.answers)
+                _close_inherited(keep=(request_read, answer_write))
                 _serve(request_read, answer_write)
             except BaseException:  # noqa: BLE001 - any failure in the child is a crash to the parent
                 status = 1
@@ -358,6 +357,28 @@ class _ReaderProcess:
             os.waitpid(self.pid, 0)
         except ChildProcessError:
             pass
+
+
+def _close_inherited(keep: tuple[int, ...]) -> None:
+    """Close every file descriptor the child inherited but ``keep`` (standard streams to /dev/null): a
+    pipe, socket or locked file of the parent held open by the child would keep the parent's peers
+    waiting for an end of file or a lock as long as the child lives."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for stream in (0, 1, 2):
+        if stream not in keep:
+            os.dup2(null, stream)
+    os.close(null)
+    top = max(keep) + 1
+    try:
+        limit = os.sysconf("SC_OPEN_MAX")
+    except (ValueError, OSError):
+        limit = 4096
+    start = 3
+    for descriptor in sorted(keep):
+        if descriptor >= start:
+            os.closerange(start, descriptor)
+            start = descriptor + 1
+    os.closerange(max(start, top), limit)
 
 
 def _serve(requests: int, answers: int) -> None:
