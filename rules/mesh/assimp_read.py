@@ -271,7 +271,12 @@ def read_in_child(path: Path, timeout: float = CHILD_SECONDS) -> list[RawPart] |
         global _READER
         if _READER is None or _READER.owner != os.getpid():  # none yet, or one a forked parent started
             _READER = _ReaderProcess()
-        result = _READER.read(Path(path), timeout)
+        try:
+            result = _READER.read(Path(path), timeout)
+        except BaseException:  # interrupted mid-answer: the next answer would be this one's; start afresh
+            _READER.stop()
+            _READER = None
+            raise
         if result == "crashed":
             _READER.stop()
             _READER = None
