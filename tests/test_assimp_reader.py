@@ -164,6 +164,34 @@ def test_each_obj_fallback_class_goes_to_trimesh(tmp_path, reason, content):
     assert used == f"trimesh: {reason}"
 
 
+def collada_box(folder: Path, edit) -> Path:
+    path = write_mesh(folder, "dae")
+    path.write_text(edit(path.read_text()))
+    return path
+
+
+LINE = ('<lines count="1"><input semantic="VERTEX" source="#verts-vertices" offset="0"/><p>0 1</p></lines>'
+        '</mesh>')
+
+
+@pytest.mark.parametrize("reason, make", [
+    # <lines> (refused by assimp-py) in a file that names an image: no in-memory copy, trimesh reads it.
+    ("refused", lambda folder: collada_box(folder, lambda text: text.replace("</mesh>", LINE, 1).replace(
+        "<library_geometries>", '<library_images><image id="i"><init_from>t.png</init_from></image>'
+        "</library_images><library_geometries>", 1))),
+    ("collada unit", lambda folder: collada_box(folder, lambda text: text.replace(
+        "<up_axis>", '<unit name="none" meter="0"/><up_axis>', 1))),
+    ("not finite", lambda folder: write_obj(folder, "v nan 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")),
+    ("no triangles", lambda folder: write_obj(folder, "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\n"
+                                              "property float y\nproperty float z\nend_header\n0 0 0\n1 0 0\n"
+                                              "0 1 0\n", "points.ply")),
+])
+def test_the_other_fallback_classes(tmp_path, reason, make):
+    path = make(tmp_path)
+    _, used = read_file(path, "assimp")
+    assert used == f"trimesh: {reason}"
+
+
 def test_collada_with_lines_is_read_by_assimp_without_them(shared_dir):
     # assimp-py refuses a COLLADA file with <lines>; an in-memory copy without them gives trimesh's parts.
     path = shared_dir / "conformance" / "urdf" / "assets" / "box_with_line.dae"

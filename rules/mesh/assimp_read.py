@@ -7,10 +7,11 @@ kept for the next files, as a fork costs more than reading a small mesh): a file
 segfault in the C++ importer) or hangs it ends that child, never the build; the caller reads that file
 with trimesh instead, and a fresh child reads the next.
 
-``read_assimp`` returns None, meaning "read this file with trimesh", for the classes of file where
-Assimp's result would differ from trimesh's (each named in ``FALLBACK_CLASSES``, each with its test in
-``tests/test_assimp_reader.py``); the choice depends only on the file's bytes and the binding's version,
-so the same file always goes through the same reader.
+``read_assimp`` returns a reason instead of parts, meaning "read this file with trimesh", for the classes
+of file Assimp does not read or would read differently from trimesh (each named in ``FALLBACK_CLASSES``,
+each with its test in ``tests/test_assimp_reader.py``); the choice depends only on the file's bytes and
+the libraries' versions, so the same file always goes through the same reader (save "crashed", which a
+time or memory limit can also give).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from __future__ import annotations
 import functools
 import gc
 import importlib.metadata
-import os
 import json
+import os
 import re
 import select
 import signal
