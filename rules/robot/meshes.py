@@ -154,11 +154,6 @@ def _from_assimp(name: str, raw: Any) -> MeshPart:
     return _bake(part, raw.transform)
 
 
-#: Which reader read each file of this process last ("assimp", or "trimesh: <reason>"), for tests and
-#: the report; bounded like a cache.
-READERS: dict[Path, str] = {}
-
-
 def read_file(path: Path, reader: str = "auto") -> tuple[list[MeshPart], str]:
     """The parts of the mesh file at ``path`` in metres, and which reader read them: Assimp first for the
     formats it reads (in a child process), else, or when it refuses the file, crashes, or a documented
@@ -178,23 +173,14 @@ def read_file(path: Path, reader: str = "auto") -> tuple[list[MeshPart], str]:
         result = read_in_child(path)
         if not isinstance(result, str):
             # STL has no node names (trimesh names a part after the file or its header): the file's stem.
-            parts = [_from_assimp(path.stem if stl else raw.name, raw) for raw in result]
-            _remember(path, "assimp")
-            return parts, "assimp"
+            return [_from_assimp(path.stem if stl else raw.name, raw) for raw in result], "assimp"
         used = f"trimesh: {result}"
         if reader == "assimp":
             return [], used
     from usdforge.rules.mesh.read import load_parts
 
     loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
-    _remember(path, used)
     return [_from_trimesh(path.stem if stl else part.name, part.mesh, part.transform) for part in loaded], used
-
-
-def _remember(path: Path, reader: str) -> None:
-    if len(READERS) > 4096:
-        READERS.clear()
-    READERS[Path(path)] = reader
 
 
 #: The build cache meshes are read through (``pipeline.cache.Store``: get_entry, put_entry, record) and the
