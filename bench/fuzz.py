@@ -3,7 +3,9 @@
     python bench/fuzz.py --minutes N [--seed 0] [--timeout 60] [--shared ../shared]
 
 Seeds are the conformance fixtures and the smaller corpus models in ``../shared`` and the conformance
-meshes. Each input is one seed with one or more mutations: byte flips, truncation, an XML element deleted
+meshes (every other mutated mesh converted as the only mesh of a one-link URDF, so that the robot
+path's readers, Assimp first and trimesh as its fallback, are fuzzed too). Each input is one seed with one
+or more mutations: byte flips, truncation, an XML element deleted
 or duplicated, a number replaced by nan / inf / -inf / 1e300 / an empty string / a word. The mutated file
 is written into a fresh folder beside links to the seed's own files (meshes, textures) and converted with
 ``usdforge convert IN OUT --allow-root <seed folder>`` in a worker process, under a per-input timeout (a
@@ -135,6 +137,18 @@ def workspace(seed: Path, data: bytes, folder: Path) -> Path:
     mutated = folder / seed.name
     mutated.write_bytes(data)
     return mutated
+
+
+def robot_around(mesh: Path) -> Path:
+    """A one-link URDF beside ``mesh`` that uses it as visual and collision geometry (no inertial: its
+    mass comes from the mesh's volume)."""
+    urdf = mesh.parent / "fuzz_robot.urdf"
+    urdf.write_text(f'''<robot name="fuzz"><link name="base">
+  <visual><geometry><mesh filename="{mesh.name}"/></geometry></visual>
+  <collision><geometry><mesh filename="{mesh.name}"/></geometry></collision>
+</link></robot>
+''')
+    return urdf
 
 
 # ---- the worker: converts inputs in-process, one JSON line per input ---------------------------------
@@ -436,7 +450,11 @@ def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: b
                 out = scratch / f"out_{index}"
                 args = [str(mutated), str(out), "--allow-root", str(source.parent), "--cache",
                         str(scratch / f"cache_{index}")]
-                if source.suffix == ".dae" and "urdf" in source.parts:
+                if source.suffix.lower() in MESH_EXTENSIONS and index % 2:
+                    # Every other mesh input goes through a robot, whose meshes Assimp reads first (in a child
+                    # process; trimesh where it refuses or crashes): both readers are fuzzed.
+                    args[0] = str(robot_around(mutated))
+                elif source.suffix == ".dae" and "urdf" in source.parts:
                     args += ["--kind", "mesh"]
                 answer = worker_process.run({"args": args, "out": str(out)}, timeout)
                 outcome, detail = classify(answer, out)

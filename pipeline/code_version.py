@@ -14,8 +14,9 @@ from typing import Callable
 
 #: Distributions whose versions shape the bytes a conversion writes, per kind.
 BYTE_SHAPING = {
-    "mesh": ("usd-core", "trimesh", "numpy", "pillow", "pycollada"),
-    "urdf": ("usd-core", "trimesh", "numpy", "pillow", "pycollada", "lxml", "coacd", "xacro", "pyyaml"),
+    "mesh": ("usd-core", "trimesh", "numpy", "pillow", "pycollada", "assimp-py"),
+    "urdf": ("usd-core", "trimesh", "numpy", "pillow", "pycollada", "assimp-py", "lxml", "coacd", "xacro",
+             "pyyaml"),
     "mjcf": ("usd-core", "mujoco", "trimesh", "numpy", "pillow", "coacd"),
 }
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]

@@ -129,16 +129,16 @@ def test_second_clone_with_the_first_clones_cache_converts_nothing(tmp_path):
 
 
 def test_a_library_reads_each_mesh_file_once(tmp_path, monkeypatch, build_cache):
-    import usdforge.rules.mesh.read as read  # the one mesh reader (the robot's mesh library imports it on use)
+    import usdforge.rules.robot.meshes as meshes  # read_file: Assimp first, trimesh as its fallback
 
     reads = collections.Counter()
-    real = read.load_parts
+    real = meshes.read_file
 
     def counting(path, *args, **kwargs):
         reads[Path(path).name] += 1
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(read, "load_parts", counting)
+    monkeypatch.setattr(meshes, "read_file", counting)
     library_path = make_checkout(tmp_path)
     library = load_library(library_path)
     for index, entry in enumerate(library.assets):

@@ -63,3 +63,37 @@ def test_cli_conversion_of_a_mesh_file_reads_it_with_trimesh(tmp_path):
             f"assert main(['convert', '-q', {str(source)!r}, {str(tmp_path / 'out')!r}]) == 0\n")
     modules = imported_after(code, tmp_path)
     assert "trimesh" in modules and "mujoco" not in modules and "jax" not in modules
+
+
+#: What a URDF conversion whose meshes Assimp reads (issue #26) must not import: trimesh and what it pulls in.
+NOT_FOR_ASSIMP_MESHES = ("trimesh", "scipy", "networkx", "collada", "PIL", "mujoco", "jax")
+
+
+@pytest.mark.parametrize("model, package", [
+    ("simple_humanoid/example-robot-data/robots/simple_humanoid_description/urdf/simple_humanoid.urdf",
+     "example-robot-data=simple_humanoid/example-robot-data"),   # one binary STL
+    ("pr2/example-robot-data/robots/pr2_description/urdf/pr2.urdf",
+     "example-robot-data=pr2/example-robot-data"),                # 76 STL meshes
+])
+def test_cli_conversion_of_a_urdf_whose_meshes_assimp_reads_imports_no_trimesh(tmp_path, shared_dir, model, package):
+    corpus = shared_dir / "corpus" / "urdf"
+    name, folder = package.split("=")
+    source = corpus / model
+    out = tmp_path / "out"
+    code = ("from usdforge.pipeline.cli import main\n"
+            f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}, '--cache', {str(tmp_path / 'cache')!r}, "
+            f"'--package', {name + '=' + str(corpus / folder)!r}]) == 0\n")
+    modules = imported_after(code, tmp_path)
+    assert (out / f"{source.stem}.usd").is_file()
+    assert not modules & set(NOT_FOR_ASSIMP_MESHES), sorted(modules & set(NOT_FOR_ASSIMP_MESHES))
+
+
+def test_cli_conversion_of_a_urdf_with_a_mesh_assimp_does_not_read_uses_trimesh(tmp_path, shared_dir):
+    # r2d2's gripper meshes are textured COLLADA: a fallback class, read by trimesh (imported only then).
+    source = shared_dir / "corpus" / "urdf" / "r2d2" / "urdf_tutorial" / "urdf" / "07-physics.urdf"
+    out = tmp_path / "out"
+    code = ("from usdforge.pipeline.cli import main\n"
+            f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}, '--cache', {str(tmp_path / 'cache')!r}, "
+            f"'--package', {'urdf_tutorial=' + str(source.parents[1])!r}]) == 0\n")
+    modules = imported_after(code, tmp_path)
+    assert "trimesh" in modules and "mujoco" not in modules

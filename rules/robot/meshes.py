@@ -1,8 +1,10 @@
 """Mesh files of a robot, each read once per conversion: parts baked into the robot's metres, with
 materials, and their volume properties. No pxr here.
 
-Every format is read by ``rules.mesh.read.load_parts`` (trimesh; pycollada for COLLADA; binary and ASCII STL,
-binary ones whose header begins with "solid" included). For robots, COLLADA's ``<unit meter>`` is applied
+Every format is read by Assimp first (``rules.mesh.assimp_read``, in a child process), and by
+``rules.mesh.read.load_parts`` (trimesh; pycollada for COLLADA; binary and ASCII STL, binary ones whose header
+begins with "solid" included) where Assimp refuses or crashes on a file or would read it differently
+(``read_file``); both give the same parts, tested on every shared mesh. For robots, COLLADA's ``<unit meter>`` is applied
 (a file in centimetres comes out in metres, as RViz and Gazebo show it); its ``<up_axis>`` is not (RViz
 ignores it too, and robot descriptions are authored for RViz). A part's node transform and the robot's
 per-shape ``scale`` are baked into the vertices, so every mesh prim sits at identity in its shape frame
@@ -120,19 +122,76 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> Me
         rgba = np.asarray(mesh.visual.vertex_colors, dtype=float) / 255.0
         colors = rgba if len(rgba) == len(points) else None
     if colors is None:
-        import trimesh
-
-        unique, inverse = trimesh.grouping.unique_rows(points)  # one sort; first-seen order costs two more
+        unique, inverse = _weld(points)  # one sort; first-seen order costs two more
         points, faces = points[unique], inverse[faces]
     part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=color, image=image)
     return _bake(part, transform)
+
+
+def _weld(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique, inverse) of ``points`` (V, 3) rounded to 1e-8: exactly trimesh's ``grouping.unique_rows``
+    (the same rows in the same order, so both readers' parts weld alike) without importing trimesh."""
+    as_int = np.round(points * 1e8 - 1e-6).astype(np.int64)
+    threshold = (2 ** 20) - 1  # 21 bits per column: a row packs into one 64-bit integer
+    if len(as_int) and as_int.max() < threshold and as_int.min() > -threshold:
+        hashable = np.zeros(len(as_int), dtype=np.uint64)
+        for offset, column in enumerate((as_int.T + (threshold + 1)).astype(np.uint64)):
+            np.bitwise_xor(hashable, column << np.uint64(offset * 21), out=hashable)
+    else:
+        hashable = np.ascontiguousarray(as_int).view(np.dtype((np.void, 24))).reshape(-1)
+    _, unique, inverse = np.unique(hashable, return_index=True, return_inverse=True)
+    return unique, inverse.reshape(-1)
+
+
+def _from_assimp(name: str, raw: Any) -> MeshPart:
+    """A part as ``rules.mesh.assimp_read`` reads it, made as ``_from_trimesh`` makes trimesh's: normals
+    and UVs face-varying, welded to one point per position unless it has per-vertex colours."""
+    points, faces = raw.points, raw.faces
+    normals = None if raw.normals is None else raw.normals[faces].reshape(-1, 3)
+    uv = None if raw.uv is None else raw.uv[faces].reshape(-1, 2)
+    colors = raw.colors
+    if colors is None:
+        unique, inverse = _weld(points)
+        points, faces = points[unique], inverse[faces]
+    part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=raw.color)
+    return _bake(part, raw.transform)
+
+
+def read_file(path: Path, reader: str = "auto") -> tuple[list[MeshPart], str]:
+    """The parts of the mesh file at ``path`` in metres, and which reader read them: Assimp first for the
+    formats it reads (in a child process), else, or when it refuses the file, crashes, or a documented
+    check says its result would differ (``rules.mesh.assimp_read.FALLBACK_CLASSES``), trimesh.
+
+    reader: "auto"; "trimesh" or "assimp" force one (the equivalence test compares them; "assimp"
+    returns no parts, only the reason, where Assimp would fall back).
+    Raises ConversionError when the file is missing, unreadable, or holds no triangles.
+    """
+    from usdforge.rules.files import regular_file_problem
+    from usdforge.rules.mesh.assimp_read import ASSIMP_FIRST, assimp_version, read_in_child
+
+    stl = path.suffix.lower() == ".stl"
+    used = "trimesh"
+    if reader != "trimesh" and path.suffix.lower().lstrip(".") in ASSIMP_FIRST and assimp_version() != "absent" \
+            and regular_file_problem(path) is None:
+        result = read_in_child(path)
+        if not isinstance(result, str):
+            # STL has no node names (trimesh names a part after the file or its header): the file's stem.
+            return [_from_assimp(path.stem if stl else raw.name, raw) for raw in result], "assimp"
+        used = f"trimesh: {result}"
+        if reader == "assimp":
+            return [], used
+    from usdforge.rules.mesh.read import load_parts
+
+    loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
+    return [_from_trimesh(path.stem if stl else part.name, part.mesh, part.transform) for part in loaded], used
 
 
 #: The build cache meshes are read through (``pipeline.cache.Store``: get_entry, put_entry, record) and the
 #: caller's file hashing (path → sha256), or None.
 _MESH_CACHE: ContextVar[tuple[Any, Callable[[Path], str]] | None] = ContextVar("usdforge_mesh_cache", default=None)
 #: The files whose code decides the parts read from a mesh file (their bytes are part of the cache key).
-_READER_CODE = (Path(__file__), Path(__file__).parents[1] / "mesh" / "read.py")
+_READER_CODE = (Path(__file__), Path(__file__).parents[1] / "mesh" / "read.py",
+                Path(__file__).parents[1] / "mesh" / "assimp_read.py")
 #: Cache writes running in threads inside the enclosing ``mesh_cache`` (``write_in_background``).
 _PENDING_WRITES: ContextVar[list[threading.Thread] | None] = ContextVar("usdforge_cache_writes", default=None)
 _PARTS_FILE = "parts.bin"
@@ -182,7 +241,7 @@ def _reader_stamp() -> str:
     digest = hashlib.sha256()
     for path in _READER_CODE:
         digest.update(path.read_bytes())
-    for name in ("trimesh", "numpy", "pycollada", "pillow"):
+    for name in ("trimesh", "numpy", "pycollada", "pillow", "assimp-py"):
         try:
             digest.update(f"{name}={importlib.metadata.version(name)};".encode())
         except importlib.metadata.PackageNotFoundError:
@@ -280,12 +339,7 @@ class MeshLibrary:
         return parts
 
     def _read_file(self, path: Path) -> list[MeshPart]:
-        from usdforge.rules.mesh.read import load_parts
-
-        loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
-        # STL has no node names (trimesh names a part after the file or its header): the file's stem.
-        stl = path.suffix.lower() == ".stl"
-        return [_from_trimesh(path.stem if stl else part.name, part.mesh, part.transform) for part in loaded]
+        return read_file(path)[0]
 
     def _file_parts(self, path: Path) -> list[MeshPart]:
         cached = self._files.get(path)
