@@ -27,7 +27,12 @@ from pathlib import Path
 ENGINES = {
     "newton": "newton[importers,sim]==1.8.0",
     "mujoco-usd": "mujoco[usd]==4.0.0",
+    # Isaac Lab 3.0.0 (kit-less, Newton 1.6 backend, torch 2.11 with its CUDA wheels: PyPI has no CPU
+    # build of that torch; about 8 GB); ``bench/isaaclab_client.py`` runs in it.
+    "isaaclab": "isaaclab==3.0.0",
 }
+#: Engines whose package needs another Python than the one running usdforge: name → interpreter version.
+ENGINE_PYTHON = {"isaaclab": "3.12"}
 #: Seconds of passive simulation the load check runs.
 ROLLOUT_SECONDS = 0.2
 
@@ -46,7 +51,7 @@ def engine_python(name: str, build_dir: str | Path = "build", create: bool = Fal
         return python
     if not create:
         return None
-    for step in ([sys.executable, "-m", "venv", "--clear", str(venv)],
+    for step in ([_base_python(name), "-m", "venv", "--clear", str(venv)],
                  [str(python), "-m", "pip", "install", "--quiet", ENGINES[name]]):
         done = subprocess.run(step, capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
@@ -54,6 +59,23 @@ def engine_python(name: str, build_dir: str | Path = "build", create: bool = Fal
                               f"{(done.stdout + done.stderr)[-3000:]}")
     marker.write_text(ENGINES[name])
     return python
+
+
+def _base_python(name: str) -> str:
+    """The interpreter an engine's environment is made from: this one, or ``python<version>`` from PATH
+    or pyenv where ``ENGINE_PYTHON`` asks for another version (EngineError naming it when there is none)."""
+    version = ENGINE_PYTHON.get(name)
+    if version is None or f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
+        return sys.executable
+    import glob
+    import shutil
+
+    # pyenv's installs first: its shim on PATH answers "command not found" unless that version is selected
+    pyenv = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python")), reverse=True)
+    found = pyenv[0] if pyenv else shutil.which(f"python{version}")
+    if found is None:
+        raise EngineError(f"{ENGINES[name]!r} needs Python {version}: no python{version} on PATH or in ~/.pyenv")
+    return found
 
 
 def run_in_engine(name: str, script: Path, *args: str, build_dir: str | Path = "build", cwd: Path | None = None,
