@@ -263,6 +263,9 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
         file.
     make_instanceable: bool (from AssetConverterBaseCfg). Visual meshes become instanceable references
         to shared prototypes. Default True.
+    articulation_cfg: bool. Write Isaac Lab 3's ``ArticulationCfg`` for the asset beside it, ``<stem>_cfg.py``
+        (``rules.robot.isaaclab_cfg``: spawn, default joint pose inside the limits, base pose, implicit
+        actuators from the drives). Default True; False writes none.
     """
 
     JointDriveCfg: typing.ClassVar[type] = JointDriveCfg
@@ -283,6 +286,7 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
     xacro_args: dict[str, str] = attrs.field(factory=dict, validator=_xacro_args)
     robot_type: str = attrs.field(default="Default", validator=_one_of(ROBOT_TYPES))
     run_asset_transformer: bool = attrs.field(default=True, validator=bool_value)
+    articulation_cfg: bool = attrs.field(default=True, validator=bool_value)
 
 
 # ---- cattrs hooks for the unions (plain union hooks would be shadowed; see engineering_notes.md) ----

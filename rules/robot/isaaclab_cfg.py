@@ -13,7 +13,8 @@ imports Isaac Lab 3.0 only when it is loaded; usdforge never imports it.
 - ``actuators``: ``ImplicitActuatorCfg`` groups: ``drives`` (joints with a ``DriveAPI``: stiffness and
   damping in N·m/rad or N/m, ``effort_limit_sim`` = maxForce, ``velocity_limit_sim`` from
   ``physxJoint:maxJointVelocity`` in rad/s or m/s) and ``passive`` (no drive, or maxForce 0 as URDF's
-  ``effort="0"``: zero gains, and such a zero effort limit lifted: MuJoCo refuses a zero force range).
+  ``effort="0"``: zero gains); a joint with no effort limit, or 0, gets ``_PASSIVE_EFFORT`` (MuJoCo-Warp
+  refuses an empty force range).
 - ``FIXED_BASE``: the asset fixes its base itself: leave ``spawn.fix_root_link`` unset (Isaac Lab 3.0.0's
   ``fix_root_link=True`` raises "Cannot fix non-rigid articulation root" on it; see the README).
 """
@@ -25,17 +26,11 @@ from pathlib import Path
 
 from pxr import Usd, UsdPhysics
 
-#: Effort limit (N·m or N) of passive joints the asset gives a zero one: large, never reached with zero gains.
+from usdforge.rules.outputs import articulation_cfg_file_name
+
+#: Effort limit (N·m or N) written where the asset has none or 0: without one, MuJoCo-Warp (Isaac Lab's
+#: Newton solver) refuses the joint's force range ("actfrcrange[0] should be smaller than actfrcrange[1]").
 _PASSIVE_EFFORT = 1.0e6
-#: Suffix of the generated file: ``<stem>_cfg.py``.
-CFG_SUFFIX = "_cfg.py"
-
-
-def cfg_file_name(usd_file_name: str) -> str:
-    """``panda.usd`` → ``panda_cfg.py``."""
-    return usd_file_name.rsplit(".", 1)[0] + CFG_SUFFIX
-
-
 def _joint_facts(stage: Usd.Stage) -> list[dict]:
     """Every joint Isaac Lab drives: name, angular, limits (rad or m), drive gains (SI per radian)."""
     facts = []
@@ -142,18 +137,15 @@ def render_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None
         fields = [f"joint_names_expr={_literal([j['name'] for j in driven])}",
                   f"stiffness={_literal({j['name']: j['stiffness'] for j in driven})}",
                   f"damping={_literal({j['name']: j['damping'] for j in driven})}"]
-        efforts = {j["name"]: j["effort"] for j in driven if j["effort"] is not None}
-        if efforts:
-            fields.append(f"effort_limit_sim={_literal(efforts)}")
+        efforts = {j["name"]: j["effort"] if j["effort"] else _PASSIVE_EFFORT for j in driven}
+        fields.append(f"effort_limit_sim={_literal(efforts)}")
         velocities = {j["name"]: j["velocity"] for j in driven if j["velocity"] is not None}
         if velocities:
             fields.append(f"velocity_limit_sim={_literal(velocities)}")
         groups.append(("drives", fields))
     if passive:
         fields = [f"joint_names_expr={_literal([j['name'] for j in passive])}", "stiffness=0.0", "damping=0.0"]
-        unactuated = [j["name"] for j in passive if j.get("effort") == 0.0]
-        if unactuated:
-            fields.append(f"effort_limit_sim={_literal({n: _PASSIVE_EFFORT for n in unactuated})}")
+        fields.append(f"effort_limit_sim={_PASSIVE_EFFORT!r}")
         groups.append(("passive", fields))
     actuators = "".join(f"        {name!r}: ImplicitActuatorCfg(\n" + "".join(f"            {f},\n" for f in fields)
                         + "        ),\n" for name, fields in groups)
@@ -195,6 +187,6 @@ ARTICULATION_CFG = ArticulationCfg(
 
 def write_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None) -> Path:
     """Write ``<stem>_cfg.py`` beside ``usd_path``; return its path."""
-    path = usd_path.with_name(cfg_file_name(usd_path.name))
+    path = usd_path.with_name(articulation_cfg_file_name(usd_path.name))
     path.write_text(render_articulation_cfg(usd_path, pose))
     return path
