@@ -219,7 +219,7 @@ def isaaclab_ready():
 
 
 def test_isaac_lab_spawns_a_fixed_and_a_floating_robot_with_the_generated_cfg(isaaclab_ready, tmp_path):
-    from usdforge.rules.verify.isaaclab import compare, expected_facts, spawn
+    from usdforge.rules.verify.isaaclab_check import compare, expected_facts, spawn
 
     converters = {"offset_arm": _mjcf(tmp_path, OFFSET_ARM, "offset_arm"),
                   "floating": _mjcf(tmp_path, FLOATING, "floating")}

@@ -203,7 +203,7 @@ def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path =
     from usdforge.rules.verify.findings import CheckResult, Finding, skipped
 
     if engine == "isaaclab":
-        from usdforge.rules.verify.isaaclab import isaaclab_check
+        from usdforge.rules.verify.isaaclab_check import isaaclab_check
 
         return isaaclab_check(usd_path, stage, build_dir)
     name = f"{engine}-load"
