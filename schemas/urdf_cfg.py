@@ -207,7 +207,7 @@ def _non_negative(instance: Any, attribute: Any, value: Any) -> None:
 class UrdfConverterCfg(AssetConverterBaseCfg):
     """Converting a URDF robot to an articulated USD asset (see docs/usd_layout.md for the output).
 
-    fix_base: bool. Fix every root link to the world with a ``UsdPhysics.FixedJoint`` (empty body0).
+    fix_base: bool. Fix every root link to the world with a ``UsdPhysics.FixedJoint`` (body0 = the robot's Xform).
         Default False: floating, unless the URDF itself fixes it (a root link with no inertial, visual or
         collision - a "world" link - attached to the robot by a fixed joint).
     root_link_name: str or None. Link (URDF name; a link merged into another names that body) that gets
