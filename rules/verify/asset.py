@@ -78,7 +78,9 @@ def verify_asset(kind: str, source: str, usd_path: str, cfg: dict[str, Any], bui
         failed.add(Finding(f"{kind}-oracle", str(stage.GetDefaultPrim().GetPath()),
                            f"the source's oracle could not run: {type(exc).__name__}: {exc}"))
         checks.append(failed)
-    checks.extend(load_check(engine, usd_path, stage, build_dir) for engine in engines)
+    # Isaac Lab spawns robots (articulations with their generated cfg), not meshes.
+    checks.extend(load_check(engine, usd_path, stage, build_dir) for engine in engines
+                  if engine != "isaaclab" or kind != "mesh")
     folder = Path(usd_path).parent
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".verify.json"))
     return {"usd_path": str(usd_path), "source": str(source), "kind": kind,
