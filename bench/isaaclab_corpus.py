@@ -78,6 +78,7 @@ def main() -> None:
     from usdforge.rules.verify import isaaclab_check as isaaclab
     from usdforge.rules.verify.engines import run_in_engine
     from usdforge.schemas import MjcfConverterCfg, UrdfConverterCfg
+    from usdforge.schemas.serialization import structure_cfg
 
     build = ROOT / "build"
     converted = {}
@@ -86,16 +87,20 @@ def main() -> None:
         source = item["source"]
         if not source.endswith((".xml", ".urdf", ".xacro")) or (wanted and item["name"] not in wanted):
             continue
-        usd_dir = str(out / item["name"])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if source.endswith(".xml"):
-                converter = MjcfConverter(MjcfConverterCfg(asset_path=source, usd_dir=usd_dir, **item.get("cfg", {})))
-            else:
-                packages = [{"name": k, "path": v} for k, v in item.get("packages", {}).items()]
-                converter = UrdfConverter(UrdfConverterCfg(asset_path=source, usd_dir=usd_dir,
-                                                           ros_package_paths=packages, **item.get("cfg", {})))
-        converted[item["name"]] = Path(converter.usd_path)
+        fields = {"asset_path": source, **item.get("cfg", {})}
+        if not source.endswith(".xml"):
+            fields["ros_package_paths"] = [{"name": k, "path": v} for k, v in item.get("packages", {}).items()]
+        variants = {item["name"]: fields}
+        if item["name"] == "panda_urdf":  # the arm as users fix it, besides the library's floating entry
+            variants["panda_urdf_fixed"] = {**fields, "fix_base": True}
+        for name, data in variants.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if source.endswith(".xml"):
+                    converter = MjcfConverter(structure_cfg({**data, "usd_dir": str(out / name)}, MjcfConverterCfg))
+                else:
+                    converter = UrdfConverter(structure_cfg({**data, "usd_dir": str(out / name)}, UrdfConverterCfg))
+            converted[name] = Path(converter.usd_path)
     print(f"converted {len(converted)} robots in {time.perf_counter() - started:.0f} s")
 
     started = time.perf_counter()
