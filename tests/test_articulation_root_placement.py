@@ -122,3 +122,18 @@ def test_fixed_base_articulation_root_placements_in_three_engines(placements, tm
             assert "error" in result, (
                 f"MuJoCo's USD decoder now reads ArticulationRootAPI on the {placement} of a fixed base "
                 f"({name}: {result}): drop the adaptation in rules.verify.engines.decoder_copy (issue 29)")
+
+
+def test_verify_decoder_check_states_its_adaptation():
+    """``doit verify``'s MuJoCo-decoder check loads the fixed base (API moved to the root body in a copy) and
+    says so; Newton's check loads the asset as written."""
+    from engines import BUILD, engine_python
+    from usdforge.rules.verify.engines import load_check
+
+    usd = convert_urdf(CORPUS / "urdf" / "cartpole" / "cartpole.urdf", fix_base=True).usd
+    stage = Usd.Stage.Open(str(usd))
+    for engine in ("mujoco-usd", "newton"):
+        engine_python(engine)
+        result = load_check(engine, usd, stage, BUILD)
+        assert result.status == "passed", [f.message for f in result.findings]
+        assert ("adapted: ArticulationRootAPI moved from /" in result.detail) == (engine == "mujoco-usd"), result.detail
