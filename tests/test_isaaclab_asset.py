@@ -139,6 +139,9 @@ def _load_cfg(path: Path) -> dict:
     class ArticulationCfg(Recorded):
         InitialStateCfg = type("InitialStateCfg", (Recorded,), {})
 
+    class RigidObjectCfg(Recorded):
+        InitialStateCfg = type("InitialStateCfg", (Recorded,), {})
+
     modules = {"isaaclab": types.ModuleType("isaaclab"), "isaaclab.sim": types.ModuleType("isaaclab.sim"),
                "isaaclab.actuators": types.ModuleType("isaaclab.actuators"),
                "isaaclab.assets": types.ModuleType("isaaclab.assets")}
@@ -146,6 +149,7 @@ def _load_cfg(path: Path) -> dict:
     modules["isaaclab"].sim = modules["isaaclab.sim"]
     modules["isaaclab.actuators"].ImplicitActuatorCfg = type("ImplicitActuatorCfg", (Recorded,), {})
     modules["isaaclab.assets"].ArticulationCfg = ArticulationCfg
+    modules["isaaclab.assets"].RigidObjectCfg = RigidObjectCfg
     saved = {name: sys.modules.get(name) for name in modules}
     sys.modules.update(modules)
     try:
@@ -199,6 +203,15 @@ def test_generated_cfg_keyframe_floating_base_and_opt_out(tmp_path):
         asset_path=str(TINY_ARM), usd_dir=str(tmp_path / "tiny"), fix_base=True,
         ros_package_paths=[{"name": "tiny_arm", "path": str(TINY_ARM.parents[1])}]))
     assert _load_cfg(_cfg_path(urdf))["FIXED_BASE"] is True
+
+
+def test_a_robot_without_joints_gets_a_rigid_object_cfg(tmp_path):
+    """Isaac Lab finds no articulation in one free body (a drone): its cfg is a RigidObjectCfg."""
+    drone = _mjcf(tmp_path, """<mujoco model="drone"><worldbody><body name="frame" pos="0 0 0.1"><freejoint/>
+        <geom type="box" size="0.1 0.1 0.02" mass="1"/></body></worldbody></mujoco>""", "drone")
+    namespace = _load_cfg(_cfg_path(drone))
+    assert "ARTICULATION_CFG" not in namespace and namespace["FIXED_BASE"] is False
+    assert namespace["RIGID_OBJECT_CFG"]["init_state"]["pos"] == pytest.approx((0.0, 0.0, 0.1))
 
 
 def test_missing_keyframe_is_one_line_before_anything_is_written(tmp_path):

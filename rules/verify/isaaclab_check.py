@@ -36,12 +36,18 @@ def spawn(cfg_paths: dict[str, Path], build_dir: str | Path = "build", fix_root_
 
 
 def expected_facts(stage: Usd.Stage) -> dict:
-    """What Isaac Lab should find, from OpenUSD: DOF names, limits (rad or m), bodies, fixed base."""
+    """What Isaac Lab should find, from OpenUSD: DOF names (a spherical joint's three as ``<name>:0..2``),
+    limits (rad or m), bodies, fixed base."""
     facts = _usd_facts(stage)
     root = stage.GetDefaultPrim()
-    names = [p.GetName() for p in Usd.PrimRange(root)
-             if (p.IsA(UsdPhysics.RevoluteJoint) or p.IsA(UsdPhysics.PrismaticJoint))
-             and not p.GetAttribute("physics:excludeFromArticulation").Get()]
+    names = []
+    for prim in Usd.PrimRange(root):
+        if prim.GetAttribute("physics:excludeFromArticulation").Get():
+            continue
+        if prim.IsA(UsdPhysics.RevoluteJoint) or prim.IsA(UsdPhysics.PrismaticJoint):
+            names.append(prim.GetName())
+        elif prim.IsA(UsdPhysics.SphericalJoint):  # three DoF, named as Isaac Lab's Newton backend names them
+            names.extend(f"{prim.GetName()}:{axis}" for axis in range(3))
     carrier = next((p for p in Usd.PrimRange(root) if p.HasAPI(UsdPhysics.ArticulationRootAPI)), None)
     facts["joint_names"] = names
     facts["fixed_base"] = carrier is not None and not carrier.HasAPI(UsdPhysics.RigidBodyAPI)

@@ -2,7 +2,7 @@
 
 ``python isaaclab_client.py JOBS_JSON``: JOBS_JSON is a list of ``{"cfg": <generated <stem>_cfg.py>,
 "name": label, "fix_root_link": null|true|false}``. For each job, as a user would: load the module, take its
-``ARTICULATION_CFG``, spawn it in 2 environments 2.5 m apart (kit-less, Newton with the MuJoCo-Warp solver
+``ARTICULATION_CFG`` (``RIGID_OBJECT_CFG`` for a robot without joints), spawn it in 2 environments 2.5 m apart (kit-less, Newton with the MuJoCo-Warp solver
 on the CPU), reset, hold the default joint pose for ``SECONDS`` and report, per robot: the articulation
 count, DOF, joint and body names, fixed base, joint limits (rad or m), where each env's root
 link is against its env origin + ``init_state.pos``, how far a fixed root moved, and whether every state
@@ -37,11 +37,12 @@ def _check(job: dict) -> dict:
     from isaaclab.utils import clone, replace
 
     import isaaclab.sim as sim_utils
-    from isaaclab.assets import Articulation
+    from isaaclab.assets import Articulation, RigidObject
     from isaaclab.sim import build_simulation_context
 
     module = _load_cfg(job["cfg"])
-    cfg = clone(module.ARTICULATION_CFG)
+    rigid = hasattr(module, "RIGID_OBJECT_CFG")  # a robot without joints
+    cfg = clone(module.RIGID_OBJECT_CFG if rigid else module.ARTICULATION_CFG)
     if job.get("fix_root_link") is not None:
         cfg.spawn.fix_root_link = job["fix_root_link"]
     with build_simulation_context(device="cpu", sim_cfg=_sim_cfg(), add_ground_plane=False) as sim:
@@ -54,9 +55,11 @@ def _check(job: dict) -> dict:
         # No ground: Isaac Lab's ground plane is a download. A floating base falls; its placement is read
         # one step (5 ms, 0.1 mm of fall) after the reset.
         clone_plan_from_env_0(CloneCfg(clone_template="/World/Env_{}"), [cfg], NUM_ENVS, SPACING, positions=origins)
-        robot = Articulation(cfg)
+        robot = RigidObject(cfg) if rigid else Articulation(cfg)
         replicate(sim.get_clone_plan())
         sim.reset()
+        if rigid:
+            return _hold_rigid(sim, robot, origins)
         data = robot.data
         pos = torch.tensor(cfg.init_state.pos, dtype=torch.float32)
         expected = torch.as_tensor(origins) + pos + torch.tensor(getattr(module, "ROOT_OFFSET", (0.0, 0.0, 0.0)))
@@ -101,6 +104,34 @@ def _check(job: dict) -> dict:
             "finite": finite,
             "steps": steps,
         }
+
+
+def _hold_rigid(sim, body, origins) -> dict:
+    """The report of a rigid object (no joints): placed at reset as an env does, then 1 s of falling."""
+    import torch
+
+    data = body.data
+    pose = data.default_root_pose.torch.clone()
+    pose[:, :3] += torch.as_tensor(origins)
+    expected = pose[:, :3].clone()
+    body.write_root_pose_to_sim_index(root_pose=pose)
+    body.write_root_velocity_to_sim_index(root_velocity=torch.zeros((NUM_ENVS, 6)))
+    body.write_data_to_sim()
+    sim.step()
+    body.update(DT)
+    start = data.root_link_pose_w.torch[:, :3].clone()
+    finite = True
+    steps = int(round(SECONDS / DT))
+    for _ in range(steps):
+        sim.step()
+        body.update(DT)
+        finite = finite and bool(torch.isfinite(data.root_link_pose_w.torch).all())
+    return {"num_instances": int(body.num_instances), "dofs": 0, "joint_names": [], "num_bodies": 1,
+            "body_names": list(body.body_names), "fixed_base": False, "limits": {}, "default_joint_pos": [],
+            "root_placement_error": float((start - expected).norm(dim=1).max()), "root_start": start.tolist(),
+            "root_expected": expected.tolist(),
+            "root_motion": float((data.root_link_pose_w.torch[:, :3] - start).norm(dim=1).max()),
+            "joint_drift": 0.0, "finite": finite, "steps": steps}
 
 
 def _sim_cfg():
