@@ -12,7 +12,7 @@ imports Isaac Lab 3.0 only when it is loaded; usdforge never imports it.
   identity (the asset's origin is the anchor: the root body sits at ``ROOT_OFFSET`` from it).
 - ``actuators``: ``ImplicitActuatorCfg`` groups: ``drives`` (joints with a ``DriveAPI``: stiffness and
   damping in N·m/rad or N/m, ``effort_limit_sim`` = maxForce, ``velocity_limit_sim`` from
-  ``physxJoint:maxJointVelocity`` in rad/s or m/s) and ``passive`` (no drive, or maxForce 0 as URDF's
+  ``physxJoint:maxJointVelocity`` in rad/s or m/s) and ``passive`` (spherical joints; no drive, or maxForce 0 as URDF's
   ``effort="0"``: zero gains); a joint with no effort limit, or 0, gets ``_PASSIVE_EFFORT`` (MuJoCo-Warp
   refuses an empty force range).
 - A robot without joints (one free body) gets a ``RigidObjectCfg``, ``RIGID_OBJECT_CFG``, instead.
@@ -147,8 +147,13 @@ def render_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None
         if velocities:
             fields.append(f"velocity_limit_sim={_literal(velocities)}")
         groups.append(("drives", fields))
-    if passive:
-        fields = [f"joint_names_expr={_literal([j['name'] for j in passive])}", "stiffness=0.0", "damping=0.0"]
+    # Spherical joints are three DoF to Isaac Lab, named <name>:0..2 by its Newton backend; the pattern
+    # also matches the bare name, so it never goes unmatched (Isaac Lab raises on an unmatched pattern).
+    spherical = [f"{p.GetName()}(:[0-2])?" for p in Usd.PrimRange(root) if p.IsA(UsdPhysics.SphericalJoint)
+                 and not p.GetAttribute("physics:excludeFromArticulation").Get()]
+    if passive or spherical:
+        fields = [f"joint_names_expr={_literal([j['name'] for j in passive] + spherical)}", "stiffness=0.0",
+                  "damping=0.0"]
         fields.append(f"effort_limit_sim={_PASSIVE_EFFORT!r}")
         groups.append(("passive", fields))
     actuators = "".join(f"        {name!r}: ImplicitActuatorCfg(\n" + "".join(f"            {f},\n" for f in fields)
