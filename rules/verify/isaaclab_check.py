@@ -26,10 +26,11 @@ PLACEMENT_TOLERANCE = 1e-3
 CLIENT = Path(__file__).with_name("isaaclab_client.py")
 
 
-def spawn(cfg_paths: dict[str, Path], build_dir: str | Path = "build", fix_root_link: bool | None = None,
-          create: bool = False, timeout: float = 1800) -> dict:
-    """Label → the client's report for each generated cfg (``isaaclab_client.py``'s docstring)."""
-    jobs = [{"name": name, "cfg": str(Path(path).resolve()), "fix_root_link": fix_root_link}
+def spawn(cfg_paths: dict[str, Path], build_dir: str | Path = "build",
+          fix_root_link: dict[str, bool | None] | None = None, create: bool = False, timeout: float = 1800) -> dict:
+    """Label → the client's report for each generated cfg (``isaaclab_client.py``'s docstring), in one
+    Isaac Lab process; ``fix_root_link``: label → ``spawn.fix_root_link`` to set (unset by default)."""
+    jobs = [{"name": name, "cfg": str(Path(path).resolve()), "fix_root_link": (fix_root_link or {}).get(name)}
             for name, path in cfg_paths.items()]
     return run_in_engine("isaaclab", CLIENT, json.dumps(jobs), build_dir=build_dir, create=create,
                          timeout=timeout, cwd=Path(build_dir).resolve())
