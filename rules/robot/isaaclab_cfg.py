@@ -15,6 +15,7 @@ imports Isaac Lab 3.0 only when it is loaded; usdforge never imports it.
   ``physxJoint:maxJointVelocity`` in rad/s or m/s) and ``passive`` (spherical joints; no drive, or maxForce 0 as URDF's
   ``effort="0"``: zero gains); a joint with no effort limit, or 0, gets ``_PASSIVE_EFFORT`` (MuJoCo-Warp
   refuses an empty force range).
+- ``SIM_DT``: the source's time step where the asset has a ``PhysicsScene`` (else None).
 - A robot without joints (one free body) gets a ``RigidObjectCfg``, ``RIGID_OBJECT_CFG``, instead.
 - ``FIXED_BASE``: the asset fixes its base itself: leave ``spawn.fix_root_link`` unset (Isaac Lab 3.0.0's
   ``fix_root_link=True`` raises "Cannot fix non-rigid articulation root" on it; see the README).
@@ -89,6 +90,18 @@ def _pose(prim: Usd.Prim) -> tuple[list[float], list[float]]:
     matrix = UsdGeom.Xformable(prim).GetLocalTransformation()
     t, q = matrix.ExtractTranslation(), matrix.ExtractRotationQuat()
     return [round(float(v), 9) for v in t], [round(float(v), 9) for v in (*q.GetImaginary(), q.GetReal())]
+
+
+def source_time_step(stage: Usd.Stage) -> float | None:
+    """Seconds per step of the asset's own ``PhysicsScene`` (``import_physics_scene``: MuJoCo's
+    ``<option timestep>``), or None when it has none."""
+    for prim in Usd.PrimRange(stage.GetDefaultPrim()):
+        if prim.IsA(UsdPhysics.Scene):
+            for name in ("newton:timeStepsPerSecond", "physxScene:timeStepsPerSecond"):
+                steps = prim.GetAttribute(name).Get()
+                if steps:
+                    return 1.0 / float(steps)
+    return None
 
 
 def default_joint_pos(joints: list[dict], pose: dict[str, float] | None = None) -> dict[str, float]:
@@ -180,6 +193,9 @@ USD_PATH = str(Path(__file__).resolve().parent / {usd_path.name!r})
 FIXED_BASE = {fixed!r}
 #: The root body's position in the asset's frame (a fixed base: from the anchor at the asset's origin).
 ROOT_OFFSET = {_literal(offset)}
+#: Seconds per physics step of the source (its PhysicsScene), for ``SimulationCfg(dt=...)``; None: it gives
+#: none. Stiff models (agility_cassie: 0.0005 s) go unstable at Isaac Lab's usual 0.005 s.
+SIM_DT = {_literal(source_time_step(stage))}
 
 ARTICULATION_CFG = ArticulationCfg(
     spawn=sim_utils.UsdFileCfg(usd_path=USD_PATH),
@@ -216,6 +232,9 @@ USD_PATH = str(Path(__file__).resolve().parent / {usd_path.name!r})
 FIXED_BASE = False
 #: The root body's position in the asset's frame (a fixed base: from the anchor at the asset's origin).
 ROOT_OFFSET = (0.0, 0.0, 0.0)
+#: Seconds per physics step of the source (its PhysicsScene), for ``SimulationCfg(dt=...)``; None: it gives
+#: none. Stiff models (agility_cassie: 0.0005 s) go unstable at Isaac Lab's usual 0.005 s.
+SIM_DT = {_literal(source_time_step(stage))}
 
 RIGID_OBJECT_CFG = RigidObjectCfg(
     spawn=sim_utils.UsdFileCfg(usd_path=USD_PATH),

@@ -18,6 +18,7 @@ import sys
 import traceback
 
 SECONDS = 1.0
+#: Seconds per step unless the cfg module gives the source's own (``SIM_DT``).
 DT = 1.0 / 200.0
 SPACING = 2.5
 NUM_ENVS = 2
@@ -41,11 +42,12 @@ def _check(job: dict) -> dict:
     from isaaclab.sim import build_simulation_context
 
     module = _load_cfg(job["cfg"])
+    dt = getattr(module, "SIM_DT", None) or DT
     rigid = hasattr(module, "RIGID_OBJECT_CFG")  # a robot without joints
     cfg = clone(module.RIGID_OBJECT_CFG if rigid else module.ARTICULATION_CFG)
     if job.get("fix_root_link") is not None:
         cfg.spawn.fix_root_link = job["fix_root_link"]
-    with build_simulation_context(device="cpu", sim_cfg=_sim_cfg(), add_ground_plane=False) as sim:
+    with build_simulation_context(device="cpu", sim_cfg=_sim_cfg(dt), add_ground_plane=False) as sim:
         sim._app_control_on_stop_handle = None
         origins = np.zeros((NUM_ENVS, 3), dtype=np.float32)
         origins[:, 0] = np.arange(NUM_ENVS) * SPACING
@@ -59,7 +61,7 @@ def _check(job: dict) -> dict:
         replicate(sim.get_clone_plan())
         sim.reset()
         if rigid:
-            return _hold_rigid(sim, robot, origins)
+            return _hold_rigid(sim, robot, origins, dt)
         data = robot.data
         pos = torch.tensor(cfg.init_state.pos, dtype=torch.float32)
         expected = torch.as_tensor(origins) + pos + torch.tensor(getattr(module, "ROOT_OFFSET", (0.0, 0.0, 0.0)))
@@ -74,15 +76,15 @@ def _check(job: dict) -> dict:
         robot.set_joint_position_target_index(target=default)
         robot.write_data_to_sim()
         sim.step()
-        robot.update(DT)
+        robot.update(dt)
         start = data.root_link_pose_w.torch[:, :3].clone()
         finite = True
-        steps = int(round(SECONDS / DT))
+        steps = int(round(SECONDS / dt))
         for _ in range(steps):
             robot.set_joint_position_target_index(target=default)
             robot.write_data_to_sim()
             sim.step()
-            robot.update(DT)
+            robot.update(dt)
             finite = finite and bool(torch.isfinite(data.joint_pos.torch).all()) and bool(
                 torch.isfinite(data.body_link_pose_w.torch).all())
         end = data.root_link_pose_w.torch[:, :3]
@@ -106,7 +108,7 @@ def _check(job: dict) -> dict:
         }
 
 
-def _hold_rigid(sim, body, origins) -> dict:
+def _hold_rigid(sim, body, origins, dt: float) -> dict:
     """The report of a rigid object (no joints): placed at reset as an env does, then 1 s of falling."""
     import torch
 
@@ -118,13 +120,13 @@ def _hold_rigid(sim, body, origins) -> dict:
     body.write_root_velocity_to_sim_index(root_velocity=torch.zeros((NUM_ENVS, 6)))
     body.write_data_to_sim()
     sim.step()
-    body.update(DT)
+    body.update(dt)
     start = data.root_link_pose_w.torch[:, :3].clone()
     finite = True
-    steps = int(round(SECONDS / DT))
+    steps = int(round(SECONDS / dt))
     for _ in range(steps):
         sim.step()
-        body.update(DT)
+        body.update(dt)
         finite = finite and bool(torch.isfinite(data.root_link_pose_w.torch).all())
     return {"num_instances": int(body.num_instances), "dofs": 0, "joint_names": [], "num_bodies": 1,
             "body_names": list(body.body_names), "fixed_base": False, "limits": {}, "default_joint_pos": [],
@@ -134,12 +136,12 @@ def _hold_rigid(sim, body, origins) -> dict:
             "joint_drift": 0.0, "finite": finite, "steps": steps}
 
 
-def _sim_cfg():
+def _sim_cfg(dt: float = DT):
     from isaaclab_newton.physics import MJWarpSolverCfg, NewtonCfg
 
     from isaaclab.sim import SimulationCfg
 
-    return SimulationCfg(dt=DT, device="cpu", physics=NewtonCfg(
+    return SimulationCfg(dt=dt, device="cpu", physics=NewtonCfg(
         solver_cfg=MJWarpSolverCfg(njmax=200, nconmax=200, ls_iterations=20, cone="pyramidal",
                                    integrator="implicitfast"), use_cuda_graph=False))
 
