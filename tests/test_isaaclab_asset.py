@@ -197,6 +197,10 @@ def test_generated_cfg_keyframe_floating_base_and_opt_out(tmp_path):
     namespace = _load_cfg(_cfg_path(floating))
     assert namespace["FIXED_BASE"] is False
     assert namespace["ARTICULATION_CFG"]["init_state"]["pos"] == pytest.approx((0.0, 0.0, 0.5))
+    assert namespace["SIM_DT"] is None  # no PhysicsScene: the user's time step
+    scene = _load_cfg(_cfg_path(_mjcf(tmp_path, FLOATING.replace("<worldbody>", '<option timestep="0.0005"/><worldbody>'),
+                                      "scene", import_physics_scene=True)))
+    assert scene["SIM_DT"] == pytest.approx(0.0005)  # the source's, which stiff models need
     off = _mjcf(tmp_path, FLOATING, "off", articulation_cfg=False)
     assert not list(Path(off.usd_dir).glob("*_cfg.py"))
     urdf = UrdfConverter(UrdfConverterCfg(
