@@ -55,7 +55,7 @@ def _check(job: dict) -> dict:
         sim_utils.create_prim("/World/Env_0", "Xform", translation=origins[0])
         cfg = replace(cfg, prim_path="/World/Env_[^/]*/Robot")
         # No ground: Isaac Lab's ground plane is a download. A floating base falls; its placement is read
-        # one step (5 ms, 0.1 mm of fall) after the reset.
+        # right after the reset, before the first step.
         clone_plan_from_env_0(CloneCfg(clone_template="/World/Env_{}"), [cfg], NUM_ENVS, SPACING, positions=origins)
         robot = RigidObject(cfg) if rigid else Articulation(cfg)
         replicate(sim.get_clone_plan())
@@ -75,9 +75,7 @@ def _check(job: dict) -> dict:
         robot.write_joint_velocity_to_sim_index(velocity=torch.zeros_like(default))
         robot.set_joint_position_target_index(target=default)
         robot.write_data_to_sim()
-        sim.step()
-        robot.update(dt)
-        start = data.root_link_pose_w.torch[:, :3].clone()
+        start = data.root_link_pose_w.torch[:, :3].clone()  # where the reset put it, before gravity acts
         finite = True
         steps = int(round(SECONDS / dt))
         for _ in range(steps):
@@ -119,9 +117,7 @@ def _hold_rigid(sim, body, origins, dt: float) -> dict:
     body.write_root_pose_to_sim_index(root_pose=pose)
     body.write_root_velocity_to_sim_index(root_velocity=torch.zeros((NUM_ENVS, 6)))
     body.write_data_to_sim()
-    sim.step()
-    body.update(dt)
-    start = data.root_link_pose_w.torch[:, :3].clone()
+    start = data.root_link_pose_w.torch[:, :3].clone()  # where the reset put it, before gravity acts
     finite = True
     steps = int(round(SECONDS / dt))
     for _ in range(steps):
