@@ -85,7 +85,7 @@ def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
             continue
         usd_dir = Path(cfg.usd_dir)
         outputs = planned_outputs(kind, cfg.usd_file_name, cfg.make_instanceable,
-                                  getattr(cfg, "run_asset_transformer", False))
+                                  getattr(cfg, "run_asset_transformer", False), getattr(cfg, "articulation_cfg", False))
         specs.append({
             "name": entry.name, "kind": kind, "source": normalise(entry_source(library, entry)),
             "packages": {item["name"]: item["path"] for item in getattr(cfg, "ros_package_paths", None) or []},

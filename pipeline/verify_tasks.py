@@ -32,7 +32,7 @@ from usdforge.rules.verify.asset import CHECKS_VERSION
 RENDER_VERSION = 2
 THUMBNAIL_SIZE = (320, 240)
 VIEW_SIZE = (640, 480)
-ENGINES = ("newton", "mujoco-usd")
+ENGINES = ("newton", "mujoco-usd", "isaaclab")
 
 
 def verify_result_path(spec: dict[str, Any]) -> str:

@@ -43,6 +43,11 @@ def meshes_layer(kind: str, usd_file_name: str, make_instanceable: bool, run_ass
     return ROBOT_LAYER_FILES["geometry"] if run_asset_transformer else None
 
 
+def articulation_cfg_file_name(usd_file_name: str) -> str:
+    """A robot's Isaac Lab cfg written beside it (``rules.robot.isaaclab_cfg``): ``<stem>_cfg.py``."""
+    return f"{usd_stem(usd_file_name)}_cfg.py"
+
+
 def key_file_name(usd_file_name: str) -> str:
     """The lazy key (hashes + cfg, TOML) written beside the output: ``<stem>.usdforge.toml``."""
     return f"{usd_stem(usd_file_name)}.usdforge.toml"
@@ -67,8 +72,9 @@ ROBOT_PAYLOAD_LAYERS = tuple(ROBOT_LAYER_FILES.values())
 
 
 def planned_outputs(kind: str, usd_file_name: str, make_instanceable: bool,
-                    run_asset_transformer: bool = False) -> list[str]:
-    """Every file (relative to usd_dir) a conversion of ``kind`` writes, the lazy key included.
+                    run_asset_transformer: bool = False, articulation_cfg: bool = False) -> list[str]:
+    """Every file (relative to usd_dir) a conversion of ``kind`` writes, the lazy key included
+    (``articulation_cfg``: a robot's Isaac Lab ``<stem>_cfg.py``).
 
     Textures copied next to the output are written too but are not known before converting.
     """
@@ -78,4 +84,6 @@ def planned_outputs(kind: str, usd_file_name: str, make_instanceable: bool,
             files.append(instanceable_meshes_path(usd_file_name))
     elif run_asset_transformer:
         files.extend(ROBOT_PAYLOAD_LAYERS)
+    if kind != "mesh" and articulation_cfg:
+        files.append(articulation_cfg_file_name(usd_file_name))
     return files

@@ -75,6 +75,11 @@ class MjcfConverterCfg(AssetConverterBaseCfg):
         payloads ``payloads/base.usda``, ``geometry.usd``, ``materials.usda`` and
         ``Physics/{physics,physx,mujoco}.usda`` (see ``rules.outputs.ROBOT_PAYLOAD_LAYERS``). Default True.
         False: one USD file (plus the meshes layer with make_instanceable).
+    articulation_cfg: bool. Write Isaac Lab 3's ``ArticulationCfg`` for the asset beside it, ``<stem>_cfg.py``
+        (``rules.robot.isaaclab_cfg``: spawn, default joint pose inside the limits, base pose, implicit
+        actuators from the drives). Default True; False writes none.
+    articulation_cfg_keyframe: str or None. The MJCF keyframe whose joint positions are the cfg's default
+        pose (clamped into the limits). Default None: joint zero (MuJoCo's ``qpos0``) clamped.
     """
 
     merge_mesh: bool = attrs.field(default=False, validator=bool_value)
@@ -93,3 +98,5 @@ class MjcfConverterCfg(AssetConverterBaseCfg):
     override_bias_prm: tuple[float, ...] | None = attrs.field(default=None, converter=prm_or_none,
                                                               validator=actuator_prm)
     run_asset_transformer: bool = attrs.field(default=True, validator=bool_value)
+    articulation_cfg: bool = attrs.field(default=True, validator=bool_value)
+    articulation_cfg_keyframe: str | None = None

@@ -207,7 +207,7 @@ def _non_negative(instance: Any, attribute: Any, value: Any) -> None:
 class UrdfConverterCfg(AssetConverterBaseCfg):
     """Converting a URDF robot to an articulated USD asset (see docs/usd_layout.md for the output).
 
-    fix_base: bool. Fix every root link to the world with a ``UsdPhysics.FixedJoint`` (empty body0).
+    fix_base: bool. Fix every root link to the world with a ``UsdPhysics.FixedJoint`` (body0 = the robot's Xform).
         Default False: floating, unless the URDF itself fixes it (a root link with no inertial, visual or
         collision - a "world" link - attached to the robot by a fixed joint).
     root_link_name: str or None. Link (URDF name; a link merged into another names that body) that gets
@@ -277,6 +277,9 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
         file.
     make_instanceable: bool (from AssetConverterBaseCfg). Visual meshes become instanceable references
         to shared prototypes. Default True.
+    articulation_cfg: bool. Write Isaac Lab 3's ``ArticulationCfg`` for the asset beside it, ``<stem>_cfg.py``
+        (``rules.robot.isaaclab_cfg``: spawn, default joint pose inside the limits, base pose, implicit
+        actuators from the drives). Default True; False writes none.
     """
 
     JointDriveCfg: typing.ClassVar[type] = JointDriveCfg
@@ -300,6 +303,7 @@ class UrdfConverterCfg(AssetConverterBaseCfg):
     tree_root: str | None = None
     robot_type: str = attrs.field(default="Default", validator=_one_of(ROBOT_TYPES))
     run_asset_transformer: bool = attrs.field(default=True, validator=bool_value)
+    articulation_cfg: bool = attrs.field(default=True, validator=bool_value)
 
 
 # ---- cattrs hooks for the unions (plain union hooks would be shadowed; see engineering_notes.md) ----

@@ -220,6 +220,8 @@ def read_kinematic_tree(usd_path: str | PathLike[str]) -> KinematicTree:
         prim = stage.GetPrimAtPath(targets[0])
         if not prim or not prim.IsValid():
             raise ValueError(f"joint {joint_prim.GetPath()} targets missing prim {targets[0]}")
+        if prim == root:  # a joint to the world anchored to the robot's Xform (docs/usd_layout.md)
+            return -1
         return add_body(prim)
 
     raw_joints = []

@@ -1,12 +1,15 @@
-"""Where ``ArticulationRootAPI`` goes on a fixed base (issue 11, item 1), measured in the engines.
+"""Where ``ArticulationRootAPI`` goes on a fixed base (issue 11, item 1; issue 29), measured in the engines.
 
 The UsdPhysics schema allows a fixed articulation's API on the root joint to the world or on a parent of it,
-and for a floating one asks for the root body. usdforge keeps it on the root body for fixed bases too
-(docs/usd_layout.md): OpenUSD's parser and Newton read a fixed base either way, but MuJoCo 4.0's USD
-decoder turns the prim carrying the API into a moving body and refuses the asset when it is the joint or
-the robot's Xform (a massless body, or one holding the static floor plane). This test measures the three placements on a fixed-base URDF (cartpole with
-``fix_base``) and a fixed-base MJCF (the overlapping-articulations fixture), so that the day the decoder
-accepts the schema's placement, it fails and says so.
+and for a floating one asks for the root body. Since issue 29 usdforge writes it on the robot's Xform (the
+default prim, a parent of the joint), as Isaac Lab's ``how-to/make_fixed_prim`` prescribes: PhysX reads the
+API on the root body of a tree fixed to the world as a floating base. OpenUSD's parser and Newton read a
+fixed base wherever the API is, but MuJoCo 4.0's USD decoder turns the prim carrying the API into a moving
+body and refuses the asset when it is the joint or the robot's Xform (a massless body, or one holding the
+static floor plane): ``doit verify``'s decoder check moves the API to the root body first
+(``rules.verify.engines.decoder_copy``). This test measures the three placements on a fixed-base URDF
+(cartpole with ``fix_base``) and a fixed-base MJCF (the overlapping-articulations fixture), so that the day
+the decoder accepts the schema's placement, it fails and says so.
 """
 
 from __future__ import annotations
@@ -28,18 +31,20 @@ PLACEMENTS = ("body", "joint", "robot")
 
 
 def _variants(usd: Path, folder: Path, name: str) -> dict[str, str]:
-    """The converted asset flattened, with the API on the root body (as written), on the fixed joint to
-    the world, or on the robot's Xform (the default prim, a parent of that joint)."""
+    """The converted asset flattened, with the API on the root body, on the fixed joint to the world, or on
+    the robot's Xform (the default prim, a parent of that joint: as written)."""
     stage = Usd.Stage.Open(str(usd))
-    root = next(p for p in stage.Traverse() if p.HasAPI(UsdPhysics.ArticulationRootAPI))
+    robot = stage.GetDefaultPrim().GetPath()
+    carriers = [p.GetPath() for p in stage.Traverse() if p.HasAPI(UsdPhysics.ArticulationRootAPI)]
+    assert carriers == [robot], carriers  # as written: on the robot's Xform
     joint = next(p for p in stage.Traverse() if p.IsA(UsdPhysics.FixedJoint)
-                 and not UsdPhysics.FixedJoint(p).GetBody0Rel().GetTargets()
-                 and UsdPhysics.FixedJoint(p).GetBody1Rel().GetTargets() == [root.GetPath()])
-    paths = {"body": root.GetPath(), "joint": joint.GetPath(), "robot": stage.GetDefaultPrim().GetPath()}
+                 and UsdPhysics.FixedJoint(p).GetBody0Rel().GetTargets() == [robot])  # anchored to the Xform
+    root = UsdPhysics.FixedJoint(joint).GetBody1Rel().GetTargets()[0]
+    paths = {"body": root, "joint": joint.GetPath(), "robot": robot}
     files = {}
     for placement in PLACEMENTS:
         flat = Usd.Stage.Open(stage.Flatten())
-        flat.GetPrimAtPath(root.GetPath()).RemoveAppliedSchema("PhysicsArticulationRootAPI")
+        flat.GetPrimAtPath(robot).RemoveAppliedSchema("PhysicsArticulationRootAPI")
         flat.GetPrimAtPath(paths[placement]).AddAppliedSchema("PhysicsArticulationRootAPI")
         path = folder / f"{name}_{placement}.usda"
         flat.GetRootLayer().Export(str(path))
@@ -106,14 +111,29 @@ def test_fixed_base_articulation_root_placements_in_three_engines(placements, tm
     newton = _run("newton", NEWTON, cases, tmp_path)
     decoder = _run("mujoco-usd", DECODER, cases, tmp_path)
     for name in placements:
-        ours = newton[f"{name}/body"]
+        ours = newton[f"{name}/robot"]
         assert ours["articulations"] == 1 and ours["fixed_to_world"] == 1, ours
-        for placement in ("joint", "robot"):
+        for placement in ("joint", "body"):
             assert newton[f"{name}/{placement}"] == ours, (name, placement)  # Newton: the same fixed base
-        assert "error" not in decoder[f"{name}/body"] and decoder[f"{name}/body"]["free"] == 0
+        assert "error" not in decoder[f"{name}/body"] and decoder[f"{name}/body"]["free"] == 0, decoder
         for placement in ("joint", "robot"):
             result = decoder[f"{name}/{placement}"]
             # The decoder makes the API's prim a moving body: massless ("mjMINVAL"), or holding the floor plane.
             assert "error" in result, (
                 f"MuJoCo's USD decoder now reads ArticulationRootAPI on the {placement} of a fixed base "
-                f"({name}: {result}): move it where the UsdPhysics schema puts it (issue 11, item 1)")
+                f"({name}: {result}): drop the adaptation in rules.verify.engines.decoder_copy (issue 29)")
+
+
+def test_verify_decoder_check_states_its_adaptation():
+    """``doit verify``'s MuJoCo-decoder check loads the fixed base (API moved to the root body in a copy) and
+    says so; Newton's check loads the asset as written."""
+    from engines import BUILD, engine_python
+    from usdforge.rules.verify.engines import load_check
+
+    usd = convert_urdf(CORPUS / "urdf" / "cartpole" / "cartpole.urdf", fix_base=True).usd
+    stage = Usd.Stage.Open(str(usd))
+    for engine in ("mujoco-usd", "newton"):
+        engine_python(engine)
+        result = load_check(engine, usd, stage, BUILD)
+        assert result.status == "passed", [f.message for f in result.findings]
+        assert ("adapted: ArticulationRootAPI moved from /" in result.detail) == (engine == "mujoco-usd"), result.detail

@@ -19,8 +19,9 @@ OVERLAPPING = Path(__file__).resolve().parent / "fixtures" / "overlapping_articu
 
 
 def _world_fixed_joints(stage: Usd.Stage) -> list[Usd.Prim]:
+    """Fixed joints to the world: body0 empty, or the robot's Xform (anchored, issue 29)."""
     return [p for p in stage.Traverse() if p.IsA(UsdPhysics.FixedJoint)
-            and not UsdPhysics.FixedJoint(p).GetBody0Rel().GetTargets()]
+            and UsdPhysics.FixedJoint(p).GetBody0Rel().GetTargets() in ([], [stage.GetDefaultPrim().GetPath()])]
 
 
 def test_the_fixture_is_the_case_of_the_issue():
@@ -38,14 +39,15 @@ def test_welded_fixed_bases_are_one_articulation_with_one_joint_to_the_world():
     assert articulation_problems(stage) == []
     assert physics_errors(stage) == []
     articulations = parse_physics(stage)[UsdPhysics.ObjectType.Articulation]
-    assert [source_name(stage, path) for path in articulations[0]] == ["pedestal"]
+    # One fixed tree: the API on the robot's Xform (issue 29), the pedestal fixed to the world.
+    assert list(articulations[0]) == [stage.GetDefaultPrim().GetPath()]
     bodies = {source_name(stage, b) for b in articulations[1][0].articulatedBodies if not b.isEmpty}
     assert {"pedestal", "mount", "side_arm", "shoulder", "wrist", "left_foot"} <= bodies
     fixed = _world_fixed_joints(stage)
     assert [str(t) for p in fixed for t in UsdPhysics.FixedJoint(p).GetBody1Rel().GetTargets()] == \
         [str(stage.GetDefaultPrim().GetPath().AppendChild("pedestal"))]
     roots = [p for p in stage.Traverse() if p.HasAPI(UsdPhysics.ArticulationRootAPI)]
-    assert [source_name(stage, p.GetPath()) for p in roots] == ["pedestal"]
+    assert roots == [stage.GetDefaultPrim()]
     # The mount is welded to the pedestal, inside the articulation.
     welds = [p for p in stage.Traverse() if p.IsA(UsdPhysics.FixedJoint)
              and [source_name(stage, t) for t in UsdPhysics.FixedJoint(p).GetBody1Rel().GetTargets()] == ["mount"]]
@@ -55,10 +57,13 @@ def test_welded_fixed_bases_are_one_articulation_with_one_joint_to_the_world():
 
 
 def test_the_check_finds_two_articulations_sharing_bodies():
-    """The converter's old output for the fixture: the mount also fixed to the world and an articulation root."""
+    """The converter's old output for the fixture: the mount also fixed to the world and an articulation root
+    (with the API on the pedestal, where the converter then put it)."""
     stage = Usd.Stage.Open(str(converted(OVERLAPPING).usd_path))
     stage.SetEditTarget(stage.GetSessionLayer())
     root = stage.GetDefaultPrim().GetPath()
+    stage.GetDefaultPrim().RemoveAPI(UsdPhysics.ArticulationRootAPI)
+    UsdPhysics.ArticulationRootAPI.Apply(stage.GetPrimAtPath(root.AppendChild("pedestal")))
     mount = stage.GetPrimAtPath(root.AppendChild("mount"))
     weld = next(p for p in stage.Traverse() if p.IsA(UsdPhysics.FixedJoint)
                 and UsdPhysics.FixedJoint(p).GetBody1Rel().GetTargets() == [mount.GetPath()])

@@ -211,9 +211,10 @@ _FIELDS = {"mass_props": MassPropertiesCfg(mass=2.0), "rigid_props": RigidBodyBa
                          ids=lambda combo: "+".join(name.removesuffix("_props") for name in combo))
 @pytest.mark.parametrize("instanceable", [True, False])
 def test_schema_combinations_do_what_each_field_means(tmp_path, fields, instanceable):
-    """Issue 11 item 7: MassAPI only on a rigid body (mass_props is the body's mass), MeshCollisionAPI only on
-    a collider (mesh_collision_props approximates the collision meshes); a field that cannot apply is one
-    warning. OpenUSD's validators pass every combination."""
+    """Issue 11 item 7 and issue 29: MassAPI on the top prim whenever mass_props is given, as Isaac Lab's
+    MeshConverter authors it (a rigid body applied at spawn time makes it act), MeshCollisionAPI only on a
+    collider (mesh_collision_props approximates the collision meshes; without colliders one warning).
+    OpenUSD's validators pass every combination."""
     from pxr import UsdValidation
 
     source = write_mesh(tmp_path, "obj")
@@ -225,18 +226,19 @@ def test_schema_combinations_do_what_each_field_means(tmp_path, fields, instance
     prims = list(Usd.PrimRange(stage.GetPseudoRoot(), Usd.TraverseInstanceProxies()))
     for prim in prims:
         if prim.HasAPI(UsdPhysics.MassAPI):
-            assert prim.HasAPI(UsdPhysics.RigidBodyAPI) or prim.HasAPI(UsdPhysics.CollisionAPI), prim.GetPath()
+            assert prim.GetPath() == stage.GetDefaultPrim().GetPath(), prim.GetPath()
+            assert prim.GetAttribute("physics:mass").Get() == pytest.approx(2.0)
         if prim.HasAPI(UsdPhysics.MeshCollisionAPI):
             assert prim.HasAPI(UsdPhysics.CollisionAPI), prim.GetPath()
     has = {name: any(prim.HasAPI(api) for prim in prims) for name, api in
            (("rigid_props", UsdPhysics.RigidBodyAPI), ("mass_props", UsdPhysics.MassAPI),
             ("collision_props", UsdPhysics.CollisionAPI), ("mesh_collision_props", UsdPhysics.MeshCollisionAPI))}
     expected = {"rigid_props": "rigid_props" in fields, "collision_props": "collision_props" in fields,
-                "mass_props": {"mass_props", "rigid_props"} <= set(fields),
+                "mass_props": "mass_props" in fields,
                 "mesh_collision_props": {"mesh_collision_props", "collision_props"} <= set(fields)}
     assert has == expected
     messages = [str(w.message) for w in caught if "without" in str(w.message)]
-    ignored = [name for name in ("mass_props", "mesh_collision_props") if name in fields and not expected[name]]
+    ignored = [name for name in ("mesh_collision_props",) if name in fields and not expected[name]]
     assert sorted(m.split(": ")[1].split(" ")[0] for m in messages) == sorted(ignored), messages
     registry = UsdValidation.ValidationRegistry()
     names = [m.name for m in registry.GetAllValidatorMetadata() if m.name.startswith("usdPhysicsValidators:")]

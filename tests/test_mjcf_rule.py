@@ -133,7 +133,7 @@ def test_outputs_are_the_planned_ones_and_deterministic(tmp_path, settings):
     second = MjcfConverter(MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "b"), **settings))
     files = sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").rglob("*") if p.is_file())
     planned = planned_outputs("mjcf", first.usd_file_name, first.cfg.make_instanceable,
-                              first.cfg.run_asset_transformer)
+                              first.cfg.run_asset_transformer, first.cfg.articulation_cfg)
     assert sorted(f for f in files if not f.startswith("textures/")) == sorted(planned)
     assert any(f.startswith("textures/") and f.endswith(".png") for f in files)  # the builtin gradient
     for name in files:
@@ -156,7 +156,9 @@ def test_static_kinematic_and_fixed_base_bodies():
     base = prim_by_source(stage, "articulated_child")
     assert base.HasAPI(UsdPhysics.RigidBodyAPI) and base.HasAPI(UsdPhysics.ArticulationRootAPI)
     fixed = UsdPhysics.FixedJoint(joint(stage, "articulated_child_fixed_base"))
-    assert not fixed.GetBody0Rel().GetTargets() and fixed.GetBody1Rel().GetTargets() == [base.GetPath()]
+    # Anchored to the robot's Xform (issue 29); several trees: the API stays on each root body.
+    assert fixed.GetBody0Rel().GetTargets() == [stage.GetDefaultPrim().GetPath()]
+    assert fixed.GetBody1Rel().GetTargets() == [base.GetPath()]
 
 
 def test_stacked_joints_become_a_chain_of_single_joints():
@@ -429,7 +431,8 @@ def test_self_collision_off_filters_every_pair_of_an_articulation():
         for target in UsdPhysics.FilteredPairsAPI(prim).GetFilteredPairsRel().GetTargets():
             filtered.add(frozenset((prim.GetPath(), target)))
     assert frozenset((links[0].GetPath(), links[7].GetPath())) in filtered
-    assert links[0].GetAttribute("physxArticulation:enabledSelfCollisions").Get() is False
+    # A fixed base: PhysX's articulation settings are on the robot's Xform with the API (issue 29).
+    assert stage.GetDefaultPrim().GetAttribute("physxArticulation:enabledSelfCollisions").Get() is False
 
 
 def test_scene_options_and_flags():
@@ -467,8 +470,9 @@ def test_fix_base_and_link_density(tmp_path):
     path = corpus_models()["skydio_x2"]
     stage = stage_of(path, fix_base=True)
     fixed = UsdPhysics.FixedJoint(joint(stage, "x2_fixed_base"))
-    assert not fixed.GetBody0Rel().GetTargets()
-    assert prim_by_source(stage, "x2").HasAPI(UsdPhysics.ArticulationRootAPI)
+    assert fixed.GetBody0Rel().GetTargets() == [stage.GetDefaultPrim().GetPath()]  # anchored (issue 29)
+    assert fixed.GetBody1Rel().GetTargets() == [prim_by_source(stage, "x2").GetPath()]
+    assert stage.GetDefaultPrim().HasAPI(UsdPhysics.ArticulationRootAPI)
     model = write_model(tmp_path, """
         <mujoco model="density"><worldbody><body name="cube"><freejoint/>
           <geom type="box" size=".1 .1 .1"/></body></worldbody></mujoco>""")

@@ -40,9 +40,10 @@ def test_world_link_on_a_fixed_joint_fixes_the_base():
     named = prims_by_source_name(stage)
     assert not named["BaseLink"].HasAPI(UsdPhysics.RigidBodyAPI)
     fixed = UsdPhysics.FixedJoint(joints(stage)["joint1"])
-    assert fixed.GetBody0Rel().GetTargets() == []
+    # Anchored to the robot's Xform, which carries the API of this fixed base (issue 29).
+    assert fixed.GetBody0Rel().GetTargets() == [stage.GetDefaultPrim().GetPath()]
     assert fixed.GetBody1Rel().GetTargets() == [named["link1"].GetPath()]
-    assert named["link1"].HasAPI(UsdPhysics.ArticulationRootAPI)
+    assert stage.GetDefaultPrim().HasAPI(UsdPhysics.ArticulationRootAPI)
     # link_box was merged into link1 and is its frame, 0.8 m up.
     box = named["link_box"]
     assert box.GetParent() == named["link1"]

@@ -49,7 +49,8 @@ def test_articulation_is_one_tree_rooted_at_a_body(name):
     articulations = parsed[UsdPhysics.ObjectType.Articulation][0]
     assert len(articulations) == 1
     root = stage.GetPrimAtPath(articulations[0])
-    assert root.HasAPI(UsdPhysics.RigidBodyAPI), "ArticulationRootAPI must sit on the root body"
+    # On the root body of a floating base, on the robot's Xform of a fixed one (issue 29).
+    assert root.HasAPI(UsdPhysics.RigidBodyAPI) or root == stage.GetDefaultPrim(), root
     bodies = {str(p) for p in parsed[UsdPhysics.ObjectType.RigidBody][0]}
     children = {}
     for kind in (UsdPhysics.ObjectType.RevoluteJoint, UsdPhysics.ObjectType.PrismaticJoint,
@@ -58,7 +59,12 @@ def test_articulation_is_one_tree_rooted_at_a_body(name):
             assert str(desc.body1) in bodies
             assert str(desc.body1) not in children, f"{desc.body1} has two parent joints"
             children[str(desc.body1)] = str(desc.body0)
-    # Every body but the root has exactly one parent joint, and following parents reaches the root.
+    # Every body but the root has exactly one parent joint, and following parents reaches the root (for a
+    # fixed base, the body fixed to the world).
+    if root == stage.GetDefaultPrim():
+        fixed = [b for b, parent in children.items() if parent not in bodies]
+        assert len(fixed) == 1, fixed
+        root = stage.GetPrimAtPath(fixed[0])
     assert set(bodies) - set(children) <= {str(root.GetPath())}
     for body in bodies:
         seen = set()
@@ -139,7 +145,7 @@ def test_solo12_binary_stl_with_solid_header_and_floating_base():
     meshes = mesh_prims(stage)
     assert meshes and all(len(UsdGeom.Mesh(p).GetPointsAttr().Get()) > 0 for p in meshes)
     fixed_to_world = [p for p in joints(stage).values() if p.IsA(UsdPhysics.FixedJoint)
-                      and not UsdPhysics.FixedJoint(p).GetBody0Rel().GetTargets()]
+                      and UsdPhysics.FixedJoint(p).GetBody0Rel().GetTargets() in ([], [stage.GetDefaultPrim().GetPath()])]
     assert fixed_to_world == []  # floating: nothing holds the base
 
 
@@ -148,11 +154,11 @@ def test_simple_humanoid_ascii_stl_and_world_link_fix_the_base():
     stage = open_stage(result.usd)
     collision_meshes = [p for p in mesh_prims(stage) if p.HasAPI(UsdPhysics.CollisionAPI)]
     assert collision_meshes, "the ASCII STL collider must be read"
-    # base_link is an empty root on a fixed joint: the world. BODY is fixed to it (empty body0).
+    # base_link is an empty root on a fixed joint: the world. BODY is fixed to it (body0 = the robot's Xform).
     named = prims_by_source_name(stage)
     assert not named["base_link"].HasAPI(UsdPhysics.RigidBodyAPI)
     waist = UsdPhysics.FixedJoint(joints(stage)["waist"])
-    assert waist.GetBody0Rel().GetTargets() == []
+    assert waist.GetBody0Rel().GetTargets() == [stage.GetDefaultPrim().GetPath()]
     assert waist.GetBody1Rel().GetTargets() == [named["BODY"].GetPath()]
     assert any("collision_checking" in w for w in result.warnings)
 

@@ -60,7 +60,8 @@ def fixed_base(result: Converted) -> bool:
     from pxr import Usd, UsdPhysics
 
     stage = Usd.Stage.Open(str(result.usd))
-    return any(p.IsA(UsdPhysics.FixedJoint) and not UsdPhysics.FixedJoint(p).GetBody0Rel().GetTargets()
+    world = ([], [stage.GetDefaultPrim().GetPath()])  # body0 empty or the robot's Xform (anchored, issue 29)
+    return any(p.IsA(UsdPhysics.FixedJoint) and UsdPhysics.FixedJoint(p).GetBody0Rel().GetTargets() in world
                for p in stage.Traverse())
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from pxr import Usd, UsdGeom, UsdPhysics
 
-from usdforge.rules.outputs import key_file_name, planned_outputs
+from usdforge.rules.outputs import articulation_cfg_file_name, key_file_name, planned_outputs
 from usdforge.rules.robot.inertia import MASSLESS_MASS, joint_space_inertia
 from usdforge.rules.urdf.convert import convert, robot_from_urdf
 from usdforge.rules.verify.urdf import verify_urdf
@@ -61,20 +61,26 @@ def test_fix_base_fixes_the_root_body_to_the_world():
     result = corpus("panda", fix_base=True)
     stage = open_stage(result.usd)
     fixed = [UsdPhysics.FixedJoint(p) for p in stage.Traverse() if p.IsA(UsdPhysics.FixedJoint)]
-    assert len(fixed) == 1 and fixed[0].GetBody0Rel().GetTargets() == []
-    root = fixed[0].GetBody1Rel().GetTargets()[0]
-    assert stage.GetPrimAtPath(root).HasAPI(UsdPhysics.ArticulationRootAPI)
+    robot = stage.GetDefaultPrim()
+    # Anchored to the robot's Xform, which carries the API (docs/usd_layout.md, issue 29).
+    assert len(fixed) == 1 and fixed[0].GetBody0Rel().GetTargets() == [robot.GetPath()]
+    assert fixed[0].GetBody1Rel().GetTargets()[0].name == "panda_link0"
+    assert [p for p in stage.Traverse() if p.HasAPI(UsdPhysics.ArticulationRootAPI)] == [robot]
     assert physics_validation_errors(result.usd) == []
     assert verify_urdf(corpus_urdf(ENTRIES["panda"]), result.usd, corpus_packages(ENTRIES["panda"])).ok
 
 
 def test_root_link_name_moves_the_articulation_root_and_the_fixed_joint():
+    floating = open_stage(corpus("solo12", root_link_name="FL_UPPER_LEG").usd)
+    roots = [p for p in floating.Traverse() if p.HasAPI(UsdPhysics.ArticulationRootAPI)]
+    assert roots == [prims_by_source_name(floating)["FL_UPPER_LEG"]]
+    # Fixed: the API on the robot's Xform (issue 29), the world joint on the named link.
     stage = open_stage(corpus("solo12", root_link_name="FL_UPPER_LEG", fix_base=True).usd)
     named = prims_by_source_name(stage)
     roots = [p for p in stage.Traverse() if p.HasAPI(UsdPhysics.ArticulationRootAPI)]
-    assert roots == [named["FL_UPPER_LEG"]]
+    assert roots == [stage.GetDefaultPrim()]
     fixed = next(UsdPhysics.FixedJoint(p) for p in stage.Traverse() if p.IsA(UsdPhysics.FixedJoint)
-                 and not UsdPhysics.FixedJoint(p).GetBody0Rel().GetTargets())
+                 and UsdPhysics.FixedJoint(p).GetBody0Rel().GetTargets() == [stage.GetDefaultPrim().GetPath()])
     assert fixed.GetBody1Rel().GetTargets() == [named["FL_UPPER_LEG"].GetPath()]
 
 
@@ -293,7 +299,8 @@ def test_robot_type_is_isaacs_robot_schema():
 
 def test_single_file_output_without_the_asset_transformer_and_without_instancing():
     result = corpus("r2d2", run_asset_transformer=False, make_instanceable=False)
-    assert [f for f in result.files if f.parent.name != "textures"] == [result.usd]
+    assert [f for f in result.files if f.parent.name != "textures"] == [result.usd, result.usd.with_name(
+        articulation_cfg_file_name(result.usd.name))]
     stage = open_stage(result.usd)
     assert all(r.startswith("./textures/") for r in stage.GetRootLayer().GetExternalReferences() if r)
     assert not [p for p in stage.Traverse() if p.IsInstance()]
@@ -305,7 +312,7 @@ def test_layered_output_is_exactly_the_planned_files_with_relative_paths():
     result = corpus("r2d2")
     out = result.usd.parent
     written = {f.relative_to(out).as_posix() for f in result.files if f.parent.name != "textures"}
-    planned = set(planned_outputs("urdf", result.usd.name, True, True)) - {key_file_name(result.usd.name)}
+    planned = set(planned_outputs("urdf", result.usd.name, True, True, True)) - {key_file_name(result.usd.name)}
     assert written == planned
     stage = open_stage(result.usd)
     for layer in stage.GetUsedLayers():

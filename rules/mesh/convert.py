@@ -1,9 +1,10 @@
 """Mesh file → USD: the parts ``rules.mesh.read`` reads, authored with pxr's typed Usd API.
 
 Output (Isaac Lab's structure): ``/<name>`` Xform carrying RigidBodyAPI (``rigid_props``) and MassAPI
-(``mass_props``, only on a rigid body), and ``/<name>/geometry`` holding one mesh prim per part of the
+(``mass_props``, whenever given as in Isaac Lab's MeshConverter: without ``rigid_props`` it acts once a
+rigid body is applied at spawn time), and ``/<name>/geometry`` holding one mesh prim per part of the
 file, with CollisionAPI (``collision_props``) and MeshCollisionAPI (``mesh_collision_props``, only on
-colliders). A field that cannot apply is a warning, not a stray schema. With ``make_instanceable`` the geometry
+colliders). ``mesh_collision_props`` without colliders is a warning, not a stray schema. With ``make_instanceable`` the geometry
 lives in a separate binary layer (``Props/<stem>_meshes.usd``) that ``/<name>/geometry`` references as an
 instanceable prim, by a relative path, so the folder can be moved.
 """
@@ -113,13 +114,11 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
         UsdPhysics.RigidBodyAPI.Apply(root)
         author_cfg(root, cfg.rigid_props)
     # What each field means (Isaac Lab's reference): mesh_collision_props is the approximation of the
-    # collision meshes, so there is none without collision_props; mass_props is the mass of the rigid
-    # body, and UsdPhysics' MassAPI means something only on a rigid body (or a collider of one).
-    if cfg.mass_props is not None and cfg.rigid_props is not None:
+    # collision meshes, so there is none without collision_props. mass_props is authored on the top prim
+    # whenever given, as Isaac Lab's MeshConverter does: without rigid_props it acts once a rigid body is
+    # applied at spawn time (``UsdFileCfg(rigid_props=...)``), which users of the reference rely on.
+    if cfg.mass_props is not None:
         author_mass_properties(root, cfg, parts, asset)
-    elif cfg.mass_props is not None:
-        warn(asset, "mass_props without rigid_props: a static asset has no mass (UsdPhysics' MassAPI needs a "
-             "rigid body); not authored")
     if cfg.mesh_collision_props is not None and cfg.collision_props is None:
         warn(asset, "mesh_collision_props without collision_props: there are no collision meshes to "
              "approximate; not authored")

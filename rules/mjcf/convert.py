@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 
 from usdforge.rules.conversion_warnings import note, warn
+from usdforge.rules.errors import ConversionError
 from usdforge.rules.usd.finite import names_the_asset
 from usdforge.rules.mjcf.actuators import TRN_JOINT, apply_drives, author_actuators
 from usdforge.rules.mjcf.bodies import read_bodies
@@ -27,11 +28,12 @@ from usdforge.rules.mjcf.equality import author_joint_equalities, author_loop_cl
 from usdforge.rules.mjcf.geoms import read_geoms
 from usdforge.rules.mjcf.load import LoadedModel, compile_repaired, load_mjcf
 from usdforge.rules.mjcf.lost import author_plugin_data, lost_elements
-from usdforge.rules.mjcf.records import author_records, author_sites
+from usdforge.rules.mjcf.records import HINGE, SLIDE, author_records, author_sites, usd_qpos
 from usdforge.rules.mjcf.scene import author_scene
 from usdforge.rules.mjcf.tendons import author_tendons
 from usdforge.rules.mjcf.usd import MjcfUsd
 from usdforge.rules.outputs import resolve_usd_file_name
+from usdforge.rules.robot.isaaclab_cfg import write_articulation_cfg
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.writer import RobotUsdContext, RobotUsdOptions, write_robot
 from usdforge.schemas.mjcf_cfg import MjcfConverterCfg
@@ -83,6 +85,19 @@ def unseen_by_engines(model: mujoco.MjModel) -> tuple[list[str], list[str]]:
     return dynamics, parts
 
 
+def _keyframe(model: mujoco.MjModel, cfg: MjcfConverterCfg, asset: Path) -> int | None:
+    """The id of the keyframe ``cfg.articulation_cfg_keyframe`` names (None when it names none);
+    ConversionError, before anything is written, when the model has no such keyframe."""
+    name = cfg.articulation_cfg_keyframe
+    if name is None or not cfg.articulation_cfg:
+        return None
+    names = [model.key(k).name for k in range(model.nkey)]
+    if name not in names:
+        raise ConversionError(asset, f"articulation_cfg_keyframe '{name}' is not a keyframe of the model "
+                                     f"(it has {', '.join(repr(n) for n in names if n) or 'none'})")
+    return names.index(name)
+
+
 @names_the_asset
 def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
@@ -92,6 +107,7 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
     model = loaded.model
     name = loaded.spec.modelname or asset.stem
     robot, bodies = read_bodies(loaded, name, fix_base=cfg.fix_base)
+    keyframe = _keyframe(model, cfg, asset)
     with tempfile.TemporaryDirectory(prefix="usdforge_mjcf_") as scratch:
         # Builtin textures are rendered to PNGs here; the writer copies each into textures/.
         meshes = MeshLibrary()
@@ -101,7 +117,10 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
         usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
         options = RobotUsdOptions.from_cfg(cfg)
 
+        joint_prims: dict[str, str] = {}
+
         def author_mujoco(ctx: RobotUsdContext) -> None:
+            joint_prims.update({name: path.name for name, path in ctx.joint_paths.items()})
             usd = MjcfUsd(loaded, robot, bodies, geoms, ctx)
             author_sites(usd)
             author_tendons(usd, cfg.merge_mesh)
@@ -119,6 +138,14 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
 
         written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes,
                               author_extra=author_mujoco)
+        if cfg.articulation_cfg:
+            pose = None
+            if keyframe is not None:  # the keyframe's hinge and slide positions, in USD joint coordinates
+                qpos = usd_qpos(model, model.key_qpos[keyframe])
+                pose = {joint_prims[bodies.joint_of_jnt[j]]: float(qpos[model.jnt_qposadr[j]])
+                        for j in range(model.njnt) if int(model.jnt_type[j]) in (HINGE, SLIDE)
+                        and bodies.joint_of_jnt.get(j) in joint_prims}
+            written.append(write_articulation_cfg(Path(out_dir) / usd_file_name, pose))
     for message in messages:
         warn(asset, message)
     dynamics, kept = unseen_by_engines(model)

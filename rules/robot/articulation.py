@@ -32,15 +32,38 @@ def tree_roots(robot: Robot) -> list[str]:
     return [robot.articulation_root if robot.articulation_root in tree else tree[0] for tree in trees(robot)]
 
 
+def world_jointed(robot: Robot) -> set[str]:
+    """Links with a joint to the world: the roots of fixed trees (``fixed_base`` included)."""
+    jointed = {j.child for j in robot.joints if j.parent is None}
+    if robot.fixed_base:
+        jointed.update(tree_roots(robot))
+    return jointed
+
+
+def articulation_prims(robot: Robot, root: Sdf.Path, link_paths: dict[str, Sdf.Path]) -> list[Sdf.Path]:
+    """The prims that carry ``ArticulationRootAPI``, one per jointed tree (docs/usd_layout.md):
+
+    - a robot whose only jointed tree is fixed to the world: the robot's Xform ``root``, as Isaac Lab's
+      ``how-to/make_fixed_prim`` prescribes (PhysX reads the API on the root link of a tree fixed to the
+      world as a floating base with a loop joint);
+    - otherwise each tree's root body (a floating base, or several trees in one asset: one articulation
+      each, which one Xform cannot carry).
+    """
+    jointed = {j.child for j in robot.joints} | {j.parent for j in robot.joints if j.parent}
+    to_world = world_jointed(robot)
+    found = [(root_link, tree) for root_link, tree in zip(tree_roots(robot), trees(robot))
+             if robot.fixed_base or any(name in jointed for name in tree)]  # a lone free body is no articulation
+    if len(found) == 1 and any(name in to_world for name in found[0][1]):
+        return [root]
+    return [link_paths[root_link] for root_link, _ in found]
+
+
 def author_articulations(layers: RobotLayers, robot: Robot, link_paths: dict[str, Sdf.Path],
                          self_collision: bool) -> None:
-    """``ArticulationRootAPI`` (and PhysX's articulation settings) on the root of every jointed tree."""
-    jointed = {j.child for j in robot.joints} | {j.parent for j in robot.joints if j.parent}
-    for root, tree in zip(tree_roots(robot), trees(robot)):
-        if not (robot.fixed_base or any(name in jointed for name in tree)):
-            continue  # a lone free body is no articulation
-        sdf.apply_schemas(layers.over("physics", link_paths[root]), "PhysicsArticulationRootAPI")
-        physx = layers.over("physx", link_paths[root])
+    """``ArticulationRootAPI`` (and PhysX's articulation settings) where ``articulation_prims`` says."""
+    for path in articulation_prims(robot, layers.root, link_paths):
+        sdf.apply_schemas(layers.over("physics", path), "PhysicsArticulationRootAPI")
+        physx = layers.over("physx", path)
         sdf.apply_schemas(physx, "PhysxArticulationAPI")
         sdf.attribute(physx, "physxArticulation:enabledSelfCollisions", T.Bool, bool(self_collision))
 

@@ -99,6 +99,7 @@ class Joints:
                     continue
                 name = "fixed_base" if root == roots[0] else f"fixed_base_{root}"
                 spec = self.layers.spec("physics", scope.AppendChild(unique_name(name, taken)), "PhysicsFixedJoint")
+                sdf.relationship(spec, "physics:body0", [self.root])  # the world, placed with the asset
                 sdf.relationship(spec, "physics:body1", [self.link_paths[root]])
                 pose = links[root].pose
                 sdf.attribute(spec, "physics:localPos0", T.Point3f, _vec3f(pose[:3, 3]))
@@ -125,7 +126,10 @@ class Joints:
                 raise ValueError(f"joint {joint.name}: the frames in parent and child disagree at rest by {drift:g}")
             sdf.relationship(spec, "physics:body0", [self.link_paths[joint.parent]])
         else:
+            # A joint to the world: body0 is the robot's Xform (no rigid body, so the world to engines),
+            # and localPos0 is in its frame: the anchor moves with the asset wherever it is placed.
             frame0 = world
+            sdf.relationship(spec, "physics:body0", [self.root])
         sdf.relationship(spec, "physics:body1", [self.link_paths[joint.child]])
         sdf.attribute(spec, "physics:localPos0", T.Point3f, _vec3f(frame0[:3, 3]))
         sdf.attribute(spec, "physics:localRot0", T.Quatf, sdf.quatf(frame0[:3, :3]))

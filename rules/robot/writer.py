@@ -17,8 +17,9 @@ Output (``write_robot``):
   by ``/<robot>/Looks`` (bound to shapes) and by the prototypes. Texture files go to ``textures/``.
 - Physics: ``RigidBodyAPI`` + ``MassAPI`` (mass, centerOfMass, diagonalInertia, principalAxes) on every
   body; ``CollisionAPI`` (+ ``MeshCollisionAPI``) on colliders; joints in ``/<robot>/joints`` with frames
-  rotated so the motion axis is X, Y or Z; ``DriveAPI``; ``ArticulationRootAPI`` on each tree's root body;
-  fixed bases as a ``FixedJoint`` with an empty body0; mimic couplings as ``usdforge:mimic:*``,
+  rotated so the motion axis is X, Y or Z; ``DriveAPI``; ``ArticulationRootAPI`` on the robot's Xform for
+  a robot whose one jointed tree is fixed to the world, else on each tree's root body; joints to the world
+  (fixed bases) with body0 = the robot's Xform; mimic couplings as ``usdforge:mimic:*``,
   ``PhysxMimicJointAPI`` and ``NewtonMimicAPI``; engine attributes in their layers.
 
 Authored at the Sdf level (``rules.usd.layer``): about 7× faster than the Usd API. The pieces, one module

@@ -81,7 +81,9 @@ def verify_asset(kind: str, source: str, usd_path: str, cfg: dict[str, Any], bui
         failed.add(Finding(f"{kind}-oracle", str(stage.GetDefaultPrim().GetPath()),
                            f"the source's oracle could not run: {type(exc).__name__}: {exc}"))
         checks.append(failed)
-    checks.extend(load_check(engine, usd_path, stage, build_dir) for engine in engines)
+    # Isaac Lab spawns robots (articulations with their generated cfg), not meshes.
+    checks.extend(load_check(engine, usd_path, stage, build_dir) for engine in engines
+                  if engine != "isaaclab" or kind != "mesh")
     if kind == "mjcf" and "mujoco-usd" in engines:
         from usdforge.rules.verify.roundtrip import roundtrip_check
         checks.append(roundtrip_check(source, usd_path, stage, build_dir))

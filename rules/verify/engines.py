@@ -8,7 +8,9 @@ package index) and reused after (delete the folder to rebuild). Warp's kernel ca
 ``<build>/warp-cache``. ``doit verify`` uses an environment when it exists and skips that check otherwise.
 
 ``load_check`` is the verify check: the engine loads the asset (Newton: ``ModelBuilder.add_usd`` with its
-MuJoCo and Newton schema resolvers; MuJoCo: ``MjSpec.from_file``), its counts, joint limits and total
+MuJoCo and Newton schema resolvers; MuJoCo: ``MjSpec.from_file``, on a flattened copy with a fixed base's
+``ArticulationRootAPI`` moved from the robot's Xform to its root body, which its decoder needs; the check's
+detail says so), its counts, joint limits and total
 mass are compared with OpenUSD's own reading, and a short passive rollout must stay finite.
 """
 
@@ -27,7 +29,12 @@ from pathlib import Path
 ENGINES = {
     "newton": "newton[importers,sim]==1.8.0",
     "mujoco-usd": "mujoco[usd]==4.0.0",
+    # Isaac Lab 3.0.0 (kit-less, Newton 1.6 backend, torch 2.11 with its CUDA wheels: PyPI has no CPU
+    # build of that torch; about 8 GB); ``bench/isaaclab_client.py`` runs in it.
+    "isaaclab": "isaaclab==3.0.0",
 }
+#: Engines whose package needs another Python than the one running usdforge: name → interpreter version.
+ENGINE_PYTHON = {"isaaclab": "3.12"}
 #: Seconds of passive simulation the load check runs.
 ROLLOUT_SECONDS = 0.2
 
@@ -46,7 +53,7 @@ def engine_python(name: str, build_dir: str | Path = "build", create: bool = Fal
         return python
     if not create:
         return None
-    for step in ([sys.executable, "-m", "venv", "--clear", str(venv)],
+    for step in ([_base_python(name), "-m", "venv", "--clear", str(venv)],
                  [str(python), "-m", "pip", "install", "--quiet", ENGINES[name]]):
         done = subprocess.run(step, capture_output=True, text=True, timeout=3600)
         if done.returncode != 0:
@@ -54,6 +61,23 @@ def engine_python(name: str, build_dir: str | Path = "build", create: bool = Fal
                               f"{(done.stdout + done.stderr)[-3000:]}")
     marker.write_text(ENGINES[name])
     return python
+
+
+def _base_python(name: str) -> str:
+    """The interpreter an engine's environment is made from: this one, or ``python<version>`` from PATH
+    or pyenv where ``ENGINE_PYTHON`` asks for another version (EngineError naming it when there is none)."""
+    version = ENGINE_PYTHON.get(name)
+    if version is None or f"{sys.version_info[0]}.{sys.version_info[1]}" == version:
+        return sys.executable
+    import glob
+    import shutil
+
+    # pyenv's installs first: its shim on PATH answers "command not found" unless that version is selected
+    pyenv = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python")), reverse=True)
+    found = pyenv[0] if pyenv else shutil.which(f"python{version}")
+    if found is None:
+        raise EngineError(f"{ENGINES[name]!r} needs Python {version}: no python{version} on PATH or in ~/.pyenv")
+    return found
 
 
 def run_in_engine(name: str, script: Path, *args: str, build_dir: str | Path = "build", cwd: Path | None = None,
@@ -113,9 +137,44 @@ if builder.body_count:
 print(json.dumps(out))
 """
 
+#: Run in the MuJoCo decoder's environment by the load check and the round trip (rules.verify.roundtrip):
+#: ``adapt_for_decoder(usd)`` gives (the file the decoder reads, the prims adapted). The adaptation
+#: (docs/usd_layout.md): MuJoCo 4.0's decoder makes the prim carrying ArticulationRootAPI a moving body, so
+#: an API on the robot's Xform (usdforge's fixed bases, as Isaac Lab prescribes) moves to the body each world
+#: joint anchored to that Xform holds, in a flattened copy.
+DECODER_ADAPTATION = """
+def adapt_for_decoder(usd):
+    import os, tempfile
+    from pxr import Usd, UsdPhysics
+    stage = Usd.Stage.Open(usd)
+    adapted = []
+    for prim in [p for p in stage.Traverse() if p.HasAPI(UsdPhysics.ArticulationRootAPI) and not p.HasAPI(UsdPhysics.RigidBodyAPI)]:
+        bodies = [UsdPhysics.Joint(j).GetBody1Rel().GetTargets()[0] for j in Usd.PrimRange(prim)
+                  if j.IsA(UsdPhysics.Joint) and UsdPhysics.Joint(j).GetBody0Rel().GetTargets() in ([], [prim.GetPath()])
+                  and UsdPhysics.Joint(j).GetBody1Rel().GetTargets()]
+        if bodies:
+            adapted.append(str(prim.GetPath()))
+    if not adapted:
+        return usd, adapted
+    flat = Usd.Stage.Open(stage.Flatten())
+    for path in adapted:
+        prim = flat.GetPrimAtPath(path)
+        prim.RemoveAppliedSchema("PhysicsArticulationRootAPI")
+        for j in Usd.PrimRange(prim):
+            joint = UsdPhysics.Joint(j)
+            if j.IsA(UsdPhysics.Joint) and joint.GetBody0Rel().GetTargets() == [prim.GetPath()]:
+                flat.GetPrimAtPath(joint.GetBody1Rel().GetTargets()[0]).AddAppliedSchema("PhysicsArticulationRootAPI")
+    copy = os.path.join(tempfile.mkdtemp(prefix="usdforge-decoder-"), os.path.basename(usd).rsplit(".", 1)[0] + ".usdc")
+    flat.GetRootLayer().Export(copy)
+    return copy, adapted
+"""
+
 MUJOCO_SCRIPT = """
-import json, sys, numpy as np, mujoco
+import json, os, sys, tempfile, numpy as np, mujoco
+from pxr import Usd, UsdPhysics
+""" + DECODER_ADAPTATION + """
 usd, seconds = sys.argv[1], float(sys.argv[2])
+usd, adapted = adapt_for_decoder(usd)
 model = mujoco.MjSpec.from_file(usd).compile()
 limits = {}
 for j in range(model.njnt):
@@ -125,7 +184,7 @@ data = mujoco.MjData(model)
 steps = int(round(seconds / model.opt.timestep))
 for _ in range(steps):
     mujoco.mj_step(model, data)
-print(json.dumps({"bodies": int(model.nbody - 1), "joints": int(model.njnt), "dofs": int(model.nv),
+print(json.dumps({"adapted": adapted, "bodies": int(model.nbody - 1), "joints": int(model.njnt), "dofs": int(model.nv),
                   "actuators": int(model.nu), "mass": float(model.body_mass[1:].sum()), "limits": limits,
                   "finite": bool(np.isfinite(data.qpos).all() and np.isfinite(data.xpos).all()), "steps": steps}))
 """
@@ -155,6 +214,10 @@ def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path =
     """The verify check ``<engine>-load`` (module docstring); skipped when the engine is not set up."""
     from usdforge.rules.verify.findings import CheckResult, Finding, skipped
 
+    if engine == "isaaclab":
+        from usdforge.rules.verify.isaaclab_check import isaaclab_check
+
+        return isaaclab_check(usd_path, stage, build_dir)
     name = f"{engine}-load"
     if engine_python(engine, build_dir) is None:
         return skipped(name, f"skipped: {engine} is not set up (no {Path(build_dir) / f'venv-{engine}'}; "
@@ -189,6 +252,9 @@ def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path =
         result.add(Finding(name, root, f"a {ROLLOUT_SECONDS} s passive rollout in {engine} went non-finite"))
     result.detail = (f"{found['bodies']} bodies, {found['dofs']} DoFs, {found['mass']:.4g} kg, "
                      f"{found['steps']} passive steps {'finite' if found['finite'] else 'NON-FINITE'}")
+    if found.get("adapted"):
+        result.detail += (f"; adapted: ArticulationRootAPI moved from {', '.join(found['adapted'])} to the fixed "
+                          "base's root body (MuJoCo 4.0's USD decoder refuses it on the robot's Xform)")
     result.seconds = time.perf_counter() - started
     return result
 

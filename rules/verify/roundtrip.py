@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from usdforge.rules.verify.engines import DECODER_ADAPTATION
+
 #: The decoder this check runs (the ``mujoco-usd`` engine environment).
 DECODER = "mujoco[usd]==4.0.0"
 #: What that decoder cannot read, by design (its schema has no form for it): key → text of the warning.
@@ -57,6 +59,7 @@ SCRIPT = r'''
 import copy, json, os, sys, tempfile
 import numpy as np, mujoco
 from pxr import Usd
+''' + DECODER_ADAPTATION + r'''
 
 def decode(path):
     """MjSpec.from_file with the decoder's stderr (USD's TF warnings) captured."""
@@ -75,7 +78,7 @@ def compare(source, usd, configurations, seed, seconds, TENDON, MOMENT, MASS, LI
     errors, limits = [], []
     J = mujoco.mjtJoint
 
-    spec, printed = decode(usd)
+    spec, printed = decode(adapt_for_decoder(usd)[0])  # a fixed base's root moved as the decoder needs
     deprecations = sorted({line.strip() for line in printed.splitlines() if "deprecat" in line.lower()})
     dec = spec.compile()
 
