@@ -19,13 +19,21 @@ the cache made a link out of it, ``stats.log`` made a link, the entry's JSON or 
 checksum recomputed, as anyone can); the seed is then converted again from that cache, and ``usdforge
 cache stats``, ``prune`` and ``clear`` run on it.
 
+Every ``--uri-every``-th model input (default 4) that names files instead points one reference (a URDF
+``filename``, an MJCF ``file``) at a mesh outside its roots, in a folder beside the fuzzer's scratch
+folder: ``package://<that folder>/outside/secret.obj`` (found by a package search that climbs to the
+temporary folder), ``package:///…``, ``../../…``, the absolute path, ``file://…``, ``$(find …)``,
+``package://etc/passwd``. The secret
+mesh holds a coordinate no seed has (1234.5678): an output holding its bytes (float32 or float64) read
+outside its roots.
+
 Each result is one of: converted (and its USD holds no nan/inf), clean error (exit 1, one line
 ``usdforge: error: ...`` on stderr per problem - one per missing file of a model -, nothing else, no
 traceback, nothing written), crash (anything else: a traceback, an exit status other than 0/1, other lines
 beside the errors, a dead worker, or output left behind by a failed conversion), hang, non-finite output,
 or outside: a file outside the input's build and cache folders was created, changed or deleted (a sentinel
 folder the hostile cache entries aim at, the seed's own folder, and the fuzzer's scratch folder and its
-parent are compared before and after each input). Prints the counts and one reproducer line per problem;
+parent are compared before and after each input), or an output holds the outside secret's bytes. Prints the counts and one reproducer line per problem;
 exits 1 when there is any crash, hang, non-finite output or file touched outside.
 """
 
@@ -40,6 +48,7 @@ import random
 import re
 import selectors
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -118,6 +127,44 @@ MUTATIONS = {
     "flip": _flip, "truncate": _truncate, "number": _number,
     "delete": lambda d, r: _element(d, r, False), "duplicate": lambda d, r: _element(d, r, True),
 }
+
+
+#: A coordinate of the outside secret mesh that no seed holds: found in an output, it was read from outside.
+SECRET = 1234.5678
+SECRET_BYTES = (struct.pack("<f", SECRET), struct.pack("<d", SECRET), b"1234.5678", b"1234.567")
+HOSTILE_URIS = ["package://{pkg}/outside/secret.obj", "package:///{pkg}/outside/secret.obj",
+                "../../{pkg}/outside/secret.obj", "{secret}", "file://{secret}", "package://etc/passwd",
+                "package://usr/share/secret.obj", "$(find {pkg})/outside/secret.obj",
+                "package://{pkg}/../{pkg}/outside/secret.obj", "package://outside/secret.obj"]
+REFERENCE = re.compile(rb'\b(filename|file)="([^"]*)"')
+
+
+def hostile_uri(data: bytes, rng: random.Random, secret: Path) -> tuple[bytes, str] | None:
+    """``data`` with one file reference pointed at ``secret`` (a mesh outside its roots: ``HOSTILE_URIS``),
+    and the URI; None when the model names no file."""
+    matches = list(REFERENCE.finditer(data))
+    if not matches:
+        return None
+    match = rng.choice(matches)
+    uri = rng.choice(HOSTILE_URIS).format(pkg=secret.parents[1].name, secret=secret)
+    return data[:match.start(2)] + uri.encode() + data[match.end(2):], uri
+
+
+def make_secret() -> Path:
+    """``<tmp>/usdforge_secret_*/outside/secret.obj``: a folder beside the fuzzer's scratch folder, so a
+    package search that climbs to the temporary folder (``package://usdforge_secret_*/…``) finds it."""
+    folder = Path(tempfile.mkdtemp(prefix="usdforge_secret_")) / "outside"
+    folder.mkdir()
+    (folder / "secret.obj").write_text(f"v {SECRET} 0 0\nv 0 {SECRET} 0\nv 0 0 {SECRET}\nf 1 2 3\n")
+    return folder / "secret.obj"
+
+
+def secret_in(folder: Path) -> str:
+    """The first output file under ``folder`` holding the outside secret's bytes ("" when none)."""
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+        if path.is_file() and not path.is_symlink() and any(s in path.read_bytes() for s in SECRET_BYTES):
+            return f"{path.name} holds bytes of {SECRET} from the outside secret mesh"
+    return ""
 
 
 def mutate(data: bytes, rng: random.Random, xml: bool) -> tuple[bytes, list[str]]:
@@ -419,18 +466,19 @@ def classify(answer: dict | str, out: Path) -> tuple[str, str]:
 
 
 def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: bool = False,
-             cache_every: int = 3) -> dict:
+             cache_every: int = 3, uri_every: int = 4) -> dict:
     rng = random.Random(seed)
     files = seeds(shared)
     # Cache cases convert an unmutated seed twice: the small ones (fixtures, meshes) keep inputs fast.
     cache_seeds = [f for f in files if "conformance" in f.parts and f.stat().st_size <= 64 << 10]
     counts = {"tried": 0, "converted": 0, "clean": 0, "crash": 0, "hang": 0, "nonfinite": 0, "outside": 0,
-              "cache_cases": 0}
+              "cache_cases": 0, "uri_cases": 0}
     problems: list[str] = []
     worker_process = Worker()
     deadline = time.monotonic() + minutes * 60
     scratch = Path(tempfile.mkdtemp(prefix="usdforge_fuzz_"))
     outside = make_outside(scratch / "outside")
+    secret = make_secret()
     try:
         while time.monotonic() < deadline:
             index = counts["tried"]
@@ -445,7 +493,14 @@ def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: b
                                                        timeout, rng)
                 applied, mutated = [f"cache: {mutation}"], source
             else:
-                data, applied = mutate(source.read_bytes(), rng, source.suffix in (".urdf", ".xml", ".dae"))
+                xml = source.suffix in (".urdf", ".xml", ".dae")
+                hostile = (hostile_uri(source.read_bytes(), rng, secret)
+                           if xml and uri_every > 0 and index % uri_every == uri_every - 1 else None)
+                if hostile is not None:
+                    counts["uri_cases"] += 1
+                    data, applied = hostile[0], [f"uri: {hostile[1]}"]
+                else:
+                    data, applied = mutate(source.read_bytes(), rng, xml)
                 mutated = workspace(source, data, folder)
                 out = scratch / f"out_{index}"
                 args = [str(mutated), str(out), "--allow-root", str(source.parent), "--cache",
@@ -458,6 +513,9 @@ def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: b
                     args += ["--kind", "mesh"]
                 answer = worker_process.run({"args": args, "out": str(out)}, timeout)
                 outcome, detail = classify(answer, out)
+                leaked = secret_in(out) if outcome == "converted" else ""
+                if leaked:
+                    outcome, detail = "outside", leaked
             touched = touched_outside(before, snapshot(*watched), around, scratch, index)
             if touched and outcome in ("converted", "clean"):
                 outcome, detail = "outside", touched
@@ -482,6 +540,7 @@ def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: b
     finally:
         worker_process.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(secret.parents[1], ignore_errors=True)
     return {**counts, "problems": problems, "seeds": len(files), "minutes": minutes, "seed": seed}
 
 
@@ -511,6 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared", help="the shared test material")
     parser.add_argument("--cache-every", type=int, default=3,
                         help="every K-th input mutates a build cache instead of a model (0: none; default 3)")
+    parser.add_argument("--uri-every", type=int, default=4,
+                        help="every K-th model input points a file reference outside its roots (0: none; default 4)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per input")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -520,7 +581,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (args.shared / "conformance").is_dir():
         parser.error(f"test material not found: {args.shared}")
-    summary = campaign(args.minutes, args.seed, args.timeout, args.shared, args.verbose, args.cache_every)
+    summary = campaign(args.minutes, args.seed, args.timeout, args.shared, args.verbose, args.cache_every,
+                       args.uri_every)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -528,7 +590,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{summary['tried']} inputs tried, {summary['converted']} converted, {summary['clean']} clean errors, "
               f"{summary['crash']} crashes, {summary['hang']} hangs, {summary['nonfinite']} non-finite outputs, "
               f"{summary['outside']} touching files outside the build and cache folders "
-              f"({summary['cache_cases']} inputs were cache mutations)")
+              f"({summary['cache_cases']} inputs were cache mutations, {summary['uri_cases']} pointed a file "
+              "reference outside its roots)")
         for problem in summary["problems"]:
             print("  " + problem)
     return 1 if summary["crash"] or summary["hang"] or summary["nonfinite"] or summary["outside"] else 0

@@ -24,6 +24,7 @@ from pxr import Usd, UsdPhysics
 
 from engines import run_in_engine
 from usdforge.rules.usd.stage import usd_identifier
+from usdforge.rules.verify.engines import DECODER_ADAPTATION
 from test_mjcf_support import CORPUS_CFG, converted, corpus_models, source_name
 
 ROLLOUT_SECONDS = 0.5
@@ -44,7 +45,9 @@ def corpus() -> dict[str, tuple[Path, Path]]:
     return {name: (path, converted(path, **CORPUS_CFG).usd_path) for name, path in sorted(corpus_models().items())}
 
 
-DECODER_SCRIPT = """
+# A fixed base's ArticulationRootAPI moves from the robot's Xform to its root body in a copy, as `doit
+# verify` does for this decoder (rules.verify.engines.DECODER_ADAPTATION).
+DECODER_SCRIPT = DECODER_ADAPTATION + textwrap.dedent("""
     import json, sys, numpy as np, mujoco, mujoco._usd
     from pxr import Usd
     out = {}
@@ -54,6 +57,7 @@ DECODER_SCRIPT = """
         balls = [j for j in reference_spec.joints if j.type == mujoco.mjtJoint.mjJNT_BALL]
         for element in balls + (list(reference_spec.keys) if balls else []):
             reference_spec.delete(element)  # keyframes would no longer fit the joints
+        usd = adapt_for_decoder(usd)[0]
         src, dec = reference_spec.compile(), mujoco.MjSpec.from_file(usd).compile()
         full = mujoco.MjModel.from_xml_path(source)
         stage = Usd.Stage.Open(usd)
@@ -94,7 +98,7 @@ DECODER_SCRIPT = """
             "rollout": max(errors.values()), "worst": max(errors, key=errors.get),
         }
     print(json.dumps(out))
-"""
+""")
 
 NEWTON_SCRIPT = """
     import json, math, sys, numpy as np, warp as wp
