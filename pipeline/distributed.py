@@ -508,10 +508,16 @@ def _reroot(root: Path, path: str) -> Path:
 
 
 def _rerooted_cfg(cfg: Any, root: Path) -> Any:
-    """The cfg with its source and ROS package folders moved under ``root``."""
+    """The cfg with its source, ROS package folders, allowed roots and package-search tree root moved under
+    ``root`` (every folder the conversion's key names relative to the source: ``content_key.folder_layout``)."""
     import attrs
 
     changes: dict[str, Any] = {"asset_path": str(_reroot(root, cfg.asset_path))}
+    if getattr(cfg, "tree_root", None):
+        changes["tree_root"] = str(_reroot(root, os.path.abspath(cfg.tree_root)))
+    if getattr(cfg, "allowed_roots", None):
+        changes["allowed_roots"] = type(cfg.allowed_roots)(str(_reroot(root, os.path.abspath(folder)))
+                                                           for folder in cfg.allowed_roots)
     if getattr(cfg, "ros_package_paths", None):
         changes["ros_package_paths"] = []
         for item in cfg.ros_package_paths:
