@@ -10,7 +10,7 @@ import numpy as np
 from jax import Array, lax
 
 from .chunking import map_chunks
-from .differential_ik import DEFAULT_IK_PARAMS
+from .differential_ik import DEFAULT_IK_PARAMS, merge_ik_params
 from .forward import ee_kernel
 from .ik_step import differential_ik_step_cf, pose_error_cf
 from .kinematics import Kinematics
@@ -60,7 +60,7 @@ def solve_ik(
     """Solve IK for N targets: (N, 7) poses (x, y, z, qw, qx, qy, qz) or (N, 3) positions, world frame.
 
     From ``q0`` ((N, J), or (J,) for every target) each unconverged target takes differential IK steps
-    (``method``: pinv | svd | trans | dls, ``ik_params`` as in :class:`DifferentialIKControllerCfg`)
+    (``method``: pinv | svd | trans | dls | adaptive_dls, ``ik_params`` as in :class:`DifferentialIKControllerCfg`)
     until its position error is ≤ ``pos_tol`` (m) and its rotation error ≤ ``rot_tol`` (rad), or
     ``iterations`` steps. A converged target stops moving; the loop stops once all have converged.
 
@@ -78,11 +78,7 @@ def solve_ik(
         raise ValueError(
             f"Unsupported inverse-kinematics method: {method!r}; expected one of {list(DEFAULT_IK_PARAMS)}"
         )
-    params = dict(DEFAULT_IK_PARAMS[method])
-    unknown = sorted(set(ik_params or {}) - set(params))
-    if unknown:
-        raise ValueError(f"ik_params {unknown} are not parameters of method {method!r}; it takes {sorted(params)}")
-    params.update({k: float(v) for k, v in (ik_params or {}).items()})
+    params = merge_ik_params(method, ik_params)
     if restart_after is not None and restart_after < 1:
         raise ValueError(f"restart_after must be a positive number of iterations or None, got {restart_after}")
     targets = jnp.asarray(targets, dtype=kin.dtype)
