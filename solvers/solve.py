@@ -227,7 +227,10 @@ def _solve_impl(
                     rot_err.append(r_err)
             pe = functools.reduce(jnp.maximum, [_norm3(x) for x in pos_err])
             re = jnp.zeros_like(pe) if position_only else functools.reduce(jnp.maximum, [_norm3(x) for x in rot_err])
-            return (pos_err, rot_err, jac), pe, re
+            ok = met(pe, re)
+            if collision is not None:  # converged only where no two checked spheres overlap
+                ok = ok & (collision.clearance(kin, q) >= 0.0)
+            return (pos_err, rot_err, jac), pe, re, ok
 
         def task_rows(q: Array, errs) -> tuple[Array, Array]:
             """Stacked task Jacobian (m, J, S, n) and error (m, S, n)."""
@@ -268,18 +271,17 @@ def _solve_impl(
             return jnp.clip(q + jnp.minimum(1.0, max_step / biggest) * dq, lower, upper)
 
         q_init = jnp.where(seeds[None] == 0, q0[:, None], fresh(seeds + jnp.zeros((1, n), q0.dtype)))
-        errs, pe, re = evaluate(q_init)
+        errs, pe, re, ok = evaluate(q_init)
         shape = (num_seeds, n)
         zeros = jnp.zeros(shape, jnp.int32)
         best = jnp.full(shape, jnp.inf, q0.dtype)
-        ok = met(pe, re)
-        state = (jnp.asarray(0), q_init, errs, pe, re, ok | jnp.any(ok, axis=0), zeros, best, zeros, zeros)
+        state = (jnp.asarray(0), q_init, errs, pe, re, ok, ok | jnp.any(ok, axis=0), zeros, best, zeros, zeros)
 
         def cond(s):
-            return (s[0] < iterations) & ~jnp.all(s[5])
+            return (s[0] < iterations) & ~jnp.all(s[6])
 
         def body(s):
-            it, q, errs, pe, re, done, count, best, stall, restarts = s
+            it, q, errs, pe, re, _, done, count, best, stall, restarts = s
             q_new = step(q, errs)
             score = pe / pos_tol + re / rot_tol
             improved = score < 0.95 * best
@@ -292,14 +294,12 @@ def _solve_impl(
             stall = jnp.where(restart, 0, stall)
             q = jnp.where(done[None], q, q_new)
             count = count + (~done).astype(jnp.int32)
-            errs, pe, re = evaluate(q)
+            errs, pe, re, ok = evaluate(q)
             # A target is done once any of its seeds has converged: its other seeds stop too.
-            ok = met(pe, re)
-            return it + 1, q, errs, pe, re, done | jnp.any(ok, axis=0), count, best, stall, restarts
+            return it + 1, q, errs, pe, re, ok, done | jnp.any(ok, axis=0), count, best, stall, restarts
 
-        _, q, _, pe, re, _, count, _, _, restarts = lax.while_loop(cond, body, state)
+        _, q, _, pe, re, ok, _, count, _, _, restarts = lax.while_loop(cond, body, state)
         # Per target: the first converged seed, else the one with the smallest error.
-        ok = met(pe, re)
         pick = jnp.argmin(jnp.where(ok, -1.0, pe / pos_tol + re / rot_tol), axis=0)  # (n,)
         take = lambda a: jnp.take_along_axis(a, pick[None], axis=0)[0]  # noqa: E731
         q_best = jnp.take_along_axis(q, pick[None, None], axis=1)[:, 0]
