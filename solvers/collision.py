@@ -8,8 +8,10 @@ cover (an over-approximation; :class:`SphereCoverError` says by how much).
 
 Pairs of bodies are checked unless they are adjacent (parent and child joined by a joint, as MuJoCo and
 URDF conventions exclude), cannot move relative to each other (no coordinate moves one without the
-other), or touch at the rest pose (their collider surfaces, not the covers, closer than the margin with
-all joints at zero).
+other), or touch at the rest pose (their collider surfaces closer than ``rest_gap``, 2 cm by default,
+with all joints at zero). Of a checked pair, the sphere pairs that overlap (within the margin) at rest are left out too:
+the cover's excess would otherwise put every configuration in collision (franka link0/link2 overlap
+through link1's).
 
 In :func:`solvers.solve_ik`, :class:`SelfCollision` adds one least-squares row per checked body pair:
 ``r = sqrt(Σ max(0, margin − d)²)`` over its sphere pairs, with d the surface distance of two spheres,
@@ -122,6 +124,10 @@ jax.tree_util.register_dataclass(
 # Host side: colliders from USD, sphere fitting, pair selection.
 
 
+#: Interior samples of the last :func:`collider_points` call, by (USD path, body).
+INTERIOR: dict[tuple[str, str], np.ndarray] = {}
+
+
 def collider_points(usd_path: str | PathLike[str], kin: Kinematics, samples_per_m2: float = 20000.0,
                     seed: int = 0) -> dict[str, np.ndarray]:
     """Surface samples (M, 3), metres in the body frame, of every link's colliders, by body name.
@@ -146,6 +152,7 @@ def collider_points(usd_path: str | PathLike[str], kin: Kinematics, samples_per_
         body = stage.GetPrimAtPath(path)
         body_inv = np.linalg.inv(_matrix(cache.GetLocalToWorldTransform(body), mpu))
         pts: list[np.ndarray] = []
+        inside: list[np.ndarray] = []
         for prim in Usd.PrimRange(body, Usd.TraverseInstanceProxies()):
             if prim != body and prim.HasAPI(UsdPhysics.RigidBodyAPI):
                 continue  # another body's subtree (bodies are flat, but be safe)
@@ -159,9 +166,26 @@ def collider_points(usd_path: str | PathLike[str], kin: Kinematics, samples_per_
             count = int(min(20000, max(200, mesh.area * samples_per_m2)))
             sampled, _ = trimesh.sample.sample_surface(mesh, count, seed=int(rng.integers(1 << 31)))
             pts += [np.asarray(mesh.vertices), np.asarray(sampled)]
+            # Interior samples (of the convex hull: collision meshes are hulls or near it) for the centres.
+            inside.append(_hull_interior(np.asarray(mesh.vertices), rng))
         if pts:
             out[name] = np.concatenate(pts)
+            INTERIOR[(str(usd_path), name)] = np.concatenate(inside) if inside else np.zeros((0, 3))
     return out
+
+
+def _hull_interior(vertices: np.ndarray, rng: np.random.Generator, count: int = 4000) -> np.ndarray:
+    """Uniform samples inside the convex hull of ``vertices`` (none for a flat or tiny point set)."""
+    from scipy.spatial import ConvexHull, QhullError
+
+    try:
+        hull = ConvexHull(vertices)
+    except (QhullError, ValueError):
+        return np.zeros((0, 3))
+    lo, hi = vertices.min(axis=0), vertices.max(axis=0)
+    box = rng.uniform(lo, hi, size=(count, 3))
+    inside = np.all(box @ hull.equations[:, :3].T + hull.equations[:, 3] <= 0, axis=1)
+    return box[inside]
 
 
 def _matrix(gf: Any, mpu: float) -> np.ndarray:
@@ -207,16 +231,21 @@ def _collider_mesh(prim: Any, trimesh: Any) -> Any:
     return None
 
 
-def fit_spheres(points: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Up to k spheres (centres (k, 3), radii (k,)) containing every point: k-means centres, each radius
-    the distance to the farthest point assigned to it."""
+def fit_spheres(points: np.ndarray, k: int, seed: int = 0, inner: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Up to k spheres (centres (k, 3), radii (k,)) containing every point of ``points``.
+
+    Centres are k-means centres of ``inner`` (points inside the collider, when given: they lie near its
+    medial axis, so the spheres hug a limb's thickness) or else of the surface points; each surface
+    point goes to its nearest centre and each radius is the distance to the farthest point it owns.
+    """
     from scipy.cluster.vq import kmeans2
 
-    k = max(1, min(k, len(points)))
+    cloud = points if inner is None or len(inner) < k else inner
+    k = max(1, min(k, len(cloud)))
     if k == 1:
         centres = 0.5 * (points.min(axis=0) + points.max(axis=0))[None]
     else:
-        centres, _ = kmeans2(points, k, minit="++", seed=seed)
+        centres, _ = kmeans2(cloud, k, minit="++", seed=seed)
     owner = np.argmin(np.linalg.norm(points[:, None] - centres[None], axis=2), axis=1)
     keep = [i for i in range(len(centres)) if np.any(owner == i)]
     centres = centres[keep]
@@ -253,6 +282,7 @@ def fit_self_collision(
     max_spheres: int = 16,
     sphere_size: float = 0.04,
     bodies: list[str] | None = None,
+    rest_gap: float = 0.02,
     seed: int = 0,
 ) -> SelfCollision:
     """Fit :class:`SelfCollision` for ``kin`` from the colliders in ``usd_path``.
@@ -260,13 +290,16 @@ def fit_self_collision(
     Each body with colliders gets ceil(largest extent / ``sphere_size``) spheres (m), at most
     ``max_spheres``. ``bodies`` limits the model to these links (default: every link with colliders).
     ``margin`` (m) is the distance the solve keeps between checked covers; ``weight`` scales the
-    collision rows against frame tasks of weight 1. Raises ValueError when no pair is left to check.
+    collision rows against frame tasks of weight 1. Pairs whose colliders are closer than ``rest_gap``
+    (m, at least the margin) at rest count as touching: a cover a centimetre or two larger than its
+    links cannot tell such neighbours (franka's link5 and link7 around the wrist) from a collision. Raises ValueError when no pair is left to check.
     """
     from scipy.spatial import cKDTree
 
     if margin < 0 or not math.isfinite(margin):
         raise ValueError(f"collision margin must be finite and >= 0 metres, got {margin}")
     pts = collider_points(usd_path, kin, seed=seed)
+    inner = {b: INTERIOR.get((str(usd_path), b)) for b in pts}
     check = collider_points(usd_path, kin, samples_per_m2=80000.0, seed=seed + 1)
     names = [b for b in kin.body_names if b in pts and (bodies is None or b in bodies)]
     if bodies is not None:
@@ -277,7 +310,8 @@ def fit_self_collision(
     for b in names:
         p = pts[b]
         extent = float(np.max(p.max(axis=0) - p.min(axis=0)))
-        c, r = fit_spheres(p, int(min(max_spheres, max(1, math.ceil(extent / sphere_size)))), seed=seed)
+        c, r = fit_spheres(p, int(min(max_spheres, max(1, math.ceil(extent / sphere_size)))), seed=seed,
+                           inner=inner.get(b))
         centres.append(c)
         radii.append(r)
         owner += [kin.body_index(b)] * len(r)
@@ -290,6 +324,10 @@ def fit_self_collision(
     movers = _coordinates_moving(kin)
     parent = _parent_body(kin, usd_path)
     rest_pts = _rest_points(kin, {b: pts[b] for b in names})
+    rest_c = np.zeros_like(centres_a)
+    for b in names:
+        own = owner_a == kin.body_index(b)
+        rest_c[own] = _rest_points(kin, {b: centres_a[own]})[b]
     groups, pa, pb, pg = [], [], [], []
     for i, j in itertools.combinations(range(len(names)), 2):
         bi, bj = kin.body_index(names[i]), kin.body_index(names[j])
@@ -297,10 +335,17 @@ def fit_self_collision(
             continue
         # Touching at rest (the colliders themselves, not their covers, closer than the margin): a pair
         # the robot is built to hold close.
-        if cKDTree(rest_pts[names[i]]).query(rest_pts[names[j]], distance_upper_bound=margin)[0].min() < margin:
+        near = max(margin, rest_gap)
+        if cKDTree(rest_pts[names[i]]).query(rest_pts[names[j]], distance_upper_bound=near)[0].min() < near:
             continue
         si, sj = np.flatnonzero(owner_a == bi), np.flatnonzero(owner_a == bj)
         a, b = np.repeat(si, len(sj)), np.tile(sj, len(si))
+        # Sphere pairs of the covers that already overlap (within the margin) at rest cannot be told
+        # from the rest pose: they are left out, the pair's other spheres still count.
+        apart = np.linalg.norm(rest_c[a] - rest_c[b], axis=1) - radii_a[a] - radii_a[b] >= margin
+        a, b = a[apart], b[apart]
+        if not len(a):
+            continue
         groups.append((names[i], names[j]))
         pa.append(a)
         pb.append(b)
