@@ -85,7 +85,7 @@ def ik_report(
     key_q, key_noise = jax.random.split(jax.random.PRNGKey(seed))
     q_true = random_configurations(kin, key_q, (num_targets,))
     pos, quat = forward_kinematics(kin, q_true)
-    targets = jnp.concatenate([pos, quat], axis=1)
+    targets = jnp.concatenate([pos, quat], axis=-1)
     noise = jax.random.uniform(
         key_noise, q_true.shape, dtype=kin.dtype, minval=-perturbation, maxval=perturbation
     )
