@@ -3,13 +3,13 @@
 Usage::
 
     python bench/ik_tasks.py                 # every study below, 1,000 targets each
-    python bench/ik_tasks.py --only h1-arms --targets 200
+    python bench/ik_tasks.py --only h1-arms-pose --targets 200 --seeds 32 --iterations 300
 
 Studies (corpus robots converted by usdforge into build/bench-ik/; targets are the FK of uniform
 configurations within the limits, solved from q0 = 0 clamped into the limits):
 
 * ``h1-arm``: unitree_h1 left elbow link (torso + 4 joints), position targets;
-* ``h1-arms``: both elbow links at once (9 joints), position targets, then pose targets;
+* ``h1-arms`` / ``h1-arms-pose``: both elbow links at once (9 joints), position / pose targets;
 * ``franka-collision`` / ``h1-collision``: pose (franka hand) / position (h1 both arms) targets with
   self-collision avoidance off and on (spheres from the USD colliders, 5 mm margin).
 
@@ -146,13 +146,17 @@ def show(r: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--targets", type=int, default=1000)
-    parser.add_argument("--only", default=None, help="h1-arm, h1-arms, franka-collision or h1-collision")
+    parser.add_argument("--only", default=None,
+                        help="h1-arm, h1-arms, h1-arms-pose, franka-collision or h1-collision")
+    parser.add_argument("--seeds", type=int, default=SOLVE["num_seeds"], help="starts per target")
+    parser.add_argument("--iterations", type=int, default=SOLVE["iterations"])
     args = parser.parse_args()
+    SOLVE.update(num_seeds=args.seeds, iterations=args.iterations)
     arms = ["left_elbow_link", "right_elbow_link"]
     studies = {
         "h1-arm": lambda: [study("unitree_h1", arms[:1], args.targets, False)],
-        "h1-arms": lambda: [study("unitree_h1", arms, args.targets, False),
-                            study("unitree_h1", arms, args.targets, True)],
+        "h1-arms": lambda: [study("unitree_h1", arms, args.targets, False)],
+        "h1-arms-pose": lambda: [study("unitree_h1", arms, args.targets, True)],
         "franka-collision": lambda: [study("franka_emika_panda", ["hand"], args.targets, True, collision=c)
                                      for c in (None, {"margin": 0.005, **SPHERES})],
         "h1-collision": lambda: [study("unitree_h1", arms, args.targets, False, collision=c)
