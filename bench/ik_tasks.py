@@ -42,7 +42,9 @@ from usdforge.solvers.collision import fit_self_collision  # noqa: E402
 SHARED = ROOT.parent / "shared" / "corpus"
 SOURCES = {"unitree_h1": "mjcf/unitree_h1/h1.xml", "franka_emika_panda": "mjcf/franka_emika_panda/panda.xml"}
 SPHERES = {"sphere_size": float(__import__("os").environ.get("SPHERE_SIZE", 0.04)), "max_spheres": int(__import__("os").environ.get("MAX_SPHERES", 16))}
-SOLVE = dict(iterations=200, pos_tol=1e-3, rot_tol=1e-3, max_step=0.5, restart_after=5, num_seeds=16)
+# Solved to half the checked tolerance: float32 FK differs from MuJoCo's float64 by up to ~1e-5 rad, and a
+# solution right at 1e-3 would be judged by that rounding.
+SOLVE = dict(iterations=200, pos_tol=5e-4, rot_tol=5e-4, max_step=0.5, restart_after=5, num_seeds=16)
 
 
 def convert(name: str) -> Path:
@@ -138,7 +140,7 @@ def show(r: dict) -> None:
     kind = "pose" if r["pose"] else "position"
     print(f"{r['study']:20s} {','.join(r['ee']):40s} {kind:8s} collision={'on ' if r['collision'] else 'off'} "
           f"n={r['targets']}: success (MuJoCo FK, 1 mm{' / 1e-3 rad' if r['pose'] else ''}) "
-          f"{100 * r['success_mujoco']:.1f} %, self-collision (MuJoCo) {100 * r['self_collision_rate']:.1f} % "
+          f"{100 * r['success_mujoco']:.1f} % (solver: {100 * r['converged_solver']:.1f} %), self-collision (MuJoCo) {100 * r['self_collision_rate']:.1f} % "
           f"of solutions ({100 * r['self_collision_rate_of_successes']:.1f} % of successes), "
           f"{r['solve_s']:.2f} s ({r['targets_per_s']:.0f} targets/s)")
 
