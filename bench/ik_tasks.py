@@ -11,7 +11,8 @@ configurations within the limits, solved from q0 = 0 clamped into the limits):
 * ``h1-arm``: unitree_h1 left elbow link (torso + 4 joints), position targets;
 * ``h1-arms`` / ``h1-arms-pose``: both elbow links at once (9 joints), position / pose targets;
 * ``franka-collision`` / ``h1-collision``: pose (franka hand) / position (h1 both arms) targets with
-  self-collision avoidance off and on (spheres from the USD colliders, 5 mm margin).
+  self-collision avoidance off and on (spheres from the USD colliders, 5 mm margin; the checked pairs
+  are ``FRANKA_PAIRS`` / ``H1_PAIRS``: arm vs hand and fingers, arms vs torso and legs).
 
 Every solution is checked with MuJoCo's own model of the source: ``mj_kinematics`` for the end-effector
 poses (success = within 1 mm and 1e-3 rad), and ``mj_fwdPosition``'s contacts for self-collision (a
@@ -41,6 +42,14 @@ from usdforge.solvers.collision import fit_self_collision  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "corpus"
 SOURCES = {"unitree_h1": "mjcf/unitree_h1/h1.xml", "franka_emika_panda": "mjcf/franka_emika_panda/panda.xml"}
+# The pairs of the studies: franka's hand and fingers (and the wrist links) against the arm's base links;
+# h1's arm links against the torso, pelvis and legs.
+_FINGERS = ["hand", "left_finger", "right_finger"]
+FRANKA_PAIRS = [(["link0", "link1", "link2", "link3", "link4"], ["link7", *_FINGERS]),
+                (["link0", "link1", "link2"], ["link5", "link6"])]
+_H1_ARMS = [f"{s}_{p}_link" for s in ("left", "right") for p in ("shoulder_roll", "shoulder_yaw", "elbow")]
+H1_PAIRS = [(_H1_ARMS, ["pelvis", "torso_link"] + [f"{s}_{p}_link" for s in ("left", "right")
+                                                  for p in ("hip_yaw", "hip_roll", "hip_pitch", "knee", "ankle")])]
 SPHERES = {"sphere_size": float(__import__("os").environ.get("SPHERE_SIZE", 0.04)), "max_spheres": int(__import__("os").environ.get("MAX_SPHERES", 16))}
 # Solved to half the checked tolerance: float32 FK differs from MuJoCo's float64 by up to ~1e-5 rad, and a
 # solution right at 1e-3 would be judged by that rounding.
@@ -160,9 +169,9 @@ def main() -> None:
         "h1-arms": lambda: [study("unitree_h1", arms, args.targets, False)],
         "h1-arms-pose": lambda: [study("unitree_h1", arms, args.targets, True)],
         "franka-collision": lambda: [study("franka_emika_panda", ["hand"], args.targets, True, collision=c)
-                                     for c in (None, {"margin": 0.005, **SPHERES})],
+                                     for c in (None, {"margin": 0.005, "between": FRANKA_PAIRS, **SPHERES})],
         "h1-collision": lambda: [study("unitree_h1", arms, args.targets, False, collision=c)
-                                 for c in (None, {"margin": 0.005, **SPHERES})],
+                                 for c in (None, {"margin": 0.005, "between": H1_PAIRS, **SPHERES})],
     }
     print(f"# jax {jax.__version__} on {jax.devices()[0].platform}; solve_ik {SOLVE}")
     for key, run in studies.items():

@@ -282,13 +282,16 @@ def fit_self_collision(
     max_spheres: int = 16,
     sphere_size: float = 0.04,
     bodies: list[str] | None = None,
+    between: list[tuple[list[str], list[str]]] | None = None,
     rest_gap: float = 0.02,
     seed: int = 0,
 ) -> SelfCollision:
     """Fit :class:`SelfCollision` for ``kin`` from the colliders in ``usd_path``.
 
     Each body with colliders gets ceil(largest extent / ``sphere_size``) spheres (m), at most
-    ``max_spheres``. ``bodies`` limits the model to these links (default: every link with colliders).
+    ``max_spheres``. ``bodies`` limits the model to these links (default: every link with colliders);
+    ``between = [(group_a, group_b), ...]`` checks only pairs with one link in each group of one of the
+    entries (e.g. a humanoid's arm links against its torso and legs).
     ``margin`` (m) is the distance the solve keeps between checked covers; ``weight`` scales the
     collision rows against frame tasks of weight 1. Pairs whose colliders are closer than ``rest_gap``
     (m, at least the margin) at rest count as touching: a cover a centimetre or two larger than its
@@ -301,6 +304,9 @@ def fit_self_collision(
     pts = collider_points(usd_path, kin, seed=seed)
     inner = {b: INTERIOR.get((str(usd_path), b)) for b in pts}
     check = collider_points(usd_path, kin, samples_per_m2=80000.0, seed=seed + 1)
+    if between is not None:
+        bodies = sorted({b for group_a, group_b in between for b in [*group_a, *group_b]})
+        wanted = {frozenset((a, b)) for group_a, group_b in between for a in group_a for b in group_b if a != b}
     names = [b for b in kin.body_names if b in pts and (bodies is None or b in bodies)]
     if bodies is not None:
         missing = sorted(set(bodies) - set(names))
@@ -331,6 +337,8 @@ def fit_self_collision(
     groups, pa, pb, pg = [], [], [], []
     for i, j in itertools.combinations(range(len(names)), 2):
         bi, bj = kin.body_index(names[i]), kin.body_index(names[j])
+        if between is not None and frozenset((names[i], names[j])) not in wanted:
+            continue
         if parent.get(bi) == bj or parent.get(bj) == bi or movers[bi] == movers[bj]:
             continue
         # Touching at rest (the colliders themselves, not their covers, closer than the margin): a pair
