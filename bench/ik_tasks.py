@@ -43,12 +43,12 @@ from usdforge.solvers.collision import fit_self_collision  # noqa: E402
 SHARED = ROOT.parent / "shared" / "corpus"
 SOURCES = {"unitree_h1": "mjcf/unitree_h1/h1.xml", "franka_emika_panda": "mjcf/franka_emika_panda/panda.xml"}
 # The pairs of the studies: franka's hand and fingers (and the wrist links) against the arm's base links;
-# h1's arm links against the torso, pelvis and legs.
+# h1's arm links against the torso and legs (its pelvis has no collider).
 _FINGERS = ["hand", "left_finger", "right_finger"]
 FRANKA_PAIRS = [(["link0", "link1", "link2", "link3", "link4"], ["link7", *_FINGERS]),
                 (["link0", "link1", "link2"], ["link5", "link6"])]
 _H1_ARMS = [f"{s}_{p}_link" for s in ("left", "right") for p in ("shoulder_roll", "shoulder_yaw", "elbow")]
-H1_PAIRS = [(_H1_ARMS, ["pelvis", "torso_link"] + [f"{s}_{p}_link" for s in ("left", "right")
+H1_PAIRS = [(_H1_ARMS, ["torso_link"] + [f"{s}_{p}_link" for s in ("left", "right")
                                                   for p in ("hip_yaw", "hip_roll", "hip_pitch", "knee", "ankle")])]
 SPHERES = {"sphere_size": float(__import__("os").environ.get("SPHERE_SIZE", 0.04)), "max_spheres": int(__import__("os").environ.get("MAX_SPHERES", 16))}
 # Solved to half the checked tolerance: float32 FK differs from MuJoCo's float64 by up to ~1e-5 rad, and a

@@ -44,6 +44,27 @@ def pose_error_cf(ee_pos: Array, ee_quat: Array, pos_des: Array, quat_des: Array
     return pos_des - ee_pos, axis_angle_from_quat(quat_mul(quat_des, quat_inverse(ee_quat)))
 
 
+def _cholesky_solve(a: list[list[Array]], b: list[Array]) -> list[Array]:
+    """Solve A x = b for a symmetric positive definite A given by its lower triangle ``a[i][j]`` (j ≤ i),
+    each entry an array over the batch; unrolled over the k ≤ 12 rows when tracing."""
+    k = len(b)
+    chol: list[list[Any]] = [[None] * (i + 1) for i in range(k)]
+    inv_diag: list[Array] = []
+    for j in range(k):
+        d = a[j][j] - sum(chol[j][i] * chol[j][i] for i in range(j))
+        chol[j][j] = jnp.sqrt(d)
+        inv_diag.append(1.0 / chol[j][j])
+        for i in range(j + 1, k):
+            chol[i][j] = (a[i][j] - sum(chol[i][t] * chol[j][t] for t in range(j))) * inv_diag[j]
+    y: list[Array] = []
+    for i in range(k):  # L y = b
+        y.append((b[i] - sum(chol[i][t] * y[t] for t in range(i))) * inv_diag[i])
+    x: list[Any] = [None] * k
+    for i in reversed(range(k)):  # Lᵀ x = y
+        x[i] = (y[i] - sum(chol[t][i] * x[t] for t in range(i + 1, k))) * inv_diag[i]
+    return x
+
+
 def dls_solve_cf(jacobian: Array, delta: Array, lambda_val: Array | float) -> Array:
     """``Jᵀ (J Jᵀ + λ² I)⁻¹ delta`` for J (m, n, ...) and delta (m, ...); returns (n, ...).
 
@@ -53,22 +74,19 @@ def dls_solve_cf(jacobian: Array, delta: Array, lambda_val: Array | float) -> Ar
     m = jacobian.shape[0]
     rows = [jacobian[i] for i in range(m)]  # (n, ...)
     lam2 = jnp.asarray(lambda_val, dtype=jacobian.dtype) ** 2
-    a = [[jnp.sum(rows[i] * rows[j], axis=0) for j in range(i + 1)] for i in range(m)]  # lower triangle
-    chol: list[list[Any]] = [[None] * (i + 1) for i in range(m)]
-    inv_diag: list[Array] = []
-    for j in range(m):
-        d = a[j][j] + lam2 - sum(chol[j][k] * chol[j][k] for k in range(j))
-        chol[j][j] = jnp.sqrt(d)
-        inv_diag.append(1.0 / chol[j][j])
-        for i in range(j + 1, m):
-            chol[i][j] = (a[i][j] - sum(chol[i][k] * chol[j][k] for k in range(j))) * inv_diag[j]
-    y: list[Array] = []
-    for i in range(m):  # L y = delta
-        y.append((delta[i] - sum(chol[i][k] * y[k] for k in range(i))) * inv_diag[i])
-    x: list[Any] = [None] * m
-    for i in reversed(range(m)):  # Lᵀ x = y
-        x[i] = (y[i] - sum(chol[k][i] * x[k] for k in range(i + 1, m))) * inv_diag[i]
+    a = [[jnp.sum(rows[i] * rows[j], axis=0) + (lam2 if i == j else 0.0) for j in range(i + 1)] for i in range(m)]
+    x = _cholesky_solve(a, [delta[i] for i in range(m)])
     return sum(rows[i] * x[i][None] for i in range(m))
+
+
+def dls_normal_solve_cf(jacobian: Array, delta: Array, lambda_val: Array | float) -> Array:
+    """The same step as :func:`dls_solve_cf` through the joint-space normal equations,
+    ``(Jᵀ J + λ² I)⁻¹ Jᵀ delta``: an n × n Cholesky, for many task rows (m > n) and few joints."""
+    n = jacobian.shape[1]
+    cols = [jacobian[:, j] for j in range(n)]  # (m, ...)
+    lam2 = jnp.asarray(lambda_val, dtype=jacobian.dtype) ** 2
+    a = [[jnp.sum(cols[i] * cols[j], axis=0) + (lam2 if i == j else 0.0) for j in range(i + 1)] for i in range(n)]
+    return jnp.stack(_cholesky_solve(a, [jnp.sum(cols[i] * delta, axis=0) for i in range(n)]))
 
 
 def adaptive_damping_sq(sigma_min: Array, lambda_min: Array | float, lambda_max: Array | float,
@@ -156,9 +174,12 @@ def delta_joint_positions_cf(
     if ik_method == "trans":
         return k_val * jnp.sum(jacobian * delta_pose[:, None], axis=0)
     if ik_method == "dls":
-        if precise:
+        m, n = jacobian.shape[:2]
+        if precise or min(m, n) > 12:
             return damped_svd_solve_cf(jacobian, delta_pose, lambda_val)
-        return dls_solve_cf(jacobian, delta_pose, lambda_val)
+        # The Cholesky is unrolled over the smaller side: task rows, or joints when the rows are many.
+        return dls_solve_cf(jacobian, delta_pose, lambda_val) if m <= n or m <= 6 else \
+            dls_normal_solve_cf(jacobian, delta_pose, lambda_val)
     if ik_method == "adaptive_dls":
         return damped_svd_solve_cf(jacobian, delta_pose, adaptive=(lambda_min, lambda_max, sigma_thresh))
     raise ValueError(f"Unsupported inverse-kinematics method: {ik_method!r}")

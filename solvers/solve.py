@@ -256,11 +256,8 @@ def _solve_impl(
 
         def step(q: Array, errs) -> Array:
             jac, delta = task_rows(q, errs)
-            # The element-wise Cholesky is unrolled over the rows: beyond 12 rows go through the SVD.
-            precise = jac.shape[0] > 12
-
             def solve(j: Array) -> Array:
-                return delta_joint_positions_cf(delta, j, method, precise=precise, **params)
+                return delta_joint_positions_cf(delta, j, method, **params)
 
             dq = solve(jac)
             # Active set: hold joints that sit at a limit and are pushed outward, re-solve with the rest.
