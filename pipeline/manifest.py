@@ -9,7 +9,8 @@ kind = "mesh"                       # optional: derived from the extension (mesh
 packages = { my_robot = "../robots/my_robot" }   # URDF package:// roots (and xacro's $(find))
 xacro_args = { ur_type = "ur5e" }   # arguments of a .xacro source
 ee_body = "hand"                    # optional: end-effector body, for `doit ik`
-ik = { num_targets = 1024 }         # optional: settings of the IK study (IkStudyCfg)
+ik = { num_targets = 1024 }         # optional: settings of the IK study (IkStudyCfg: ee_bodies, weights,
+                                    #   num_seeds, collision, collision_margin, ...)
 [assets.cfg]                        # overrides of the converter cfg's fields
 mass_props = { mass = 2.0 }
 ```
@@ -51,8 +52,14 @@ class IkStudyCfg:
     iterations: step cap from the perturbed starts (≤ ``perturbation`` rad or m per joint). Default 20.
     home_iterations: step cap from the rest pose. Default 200.
     perturbation: largest start perturbation per joint, rad or m. Default 0.2.
-    method: "dls", "pinv", "svd" or "trans". Default "dls".
+    method: "dls", "adaptive_dls", "pinv", "svd" or "trans". Default "dls".
     dtype: "float32" or "float64". Default "float32".
+    ee_bodies: further end-effectors (source names) solved together with the entry's ``ee_body``.
+        Default empty: ``ee_body`` alone.
+    weights: task weight per end-effector (``ee_body`` first). Default None: 1 each.
+    num_seeds: starts per target from the rest pose, solved in parallel. Default 1.
+    collision: self-collision avoidance with spheres fitted to the USD's colliders. Default False.
+    collision_margin: distance kept between the spheres of checked link pairs, metres. Default 0.005.
     """
 
     num_targets: int = 4096
@@ -62,6 +69,11 @@ class IkStudyCfg:
     perturbation: float = 0.2
     method: str = "dls"
     dtype: str = "float32"
+    ee_bodies: list[str] = attrs.field(factory=list)
+    weights: list[float] | None = None
+    num_seeds: int = 1
+    collision: bool = False
+    collision_margin: float = 0.005
 
 
 @attrs.frozen(kw_only=True)

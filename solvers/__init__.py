@@ -18,22 +18,25 @@ if __name__ != "usdforge.solvers":   # one importable name per module: never bot
                       "subpackages of usdforge")
 
 
+from .collision import SelfCollision, SphereCoverError, fit_self_collision
 from .device import GpuUnavailableError, resolve_device
 from .differential_ik import DEFAULT_IK_PARAMS, DifferentialIKController, DifferentialIKControllerCfg
 from .forward import (
     ee_kernel,
+    ee_kernel_all,
     forward_kinematics,
     forward_kinematics_all,
     forward_kinematics_and_jacobian,
     jacobian,
 )
 from .ik_step import apply_delta_pose, compute_pose_error, delta_joint_positions, differential_ik_step, dls_solve
-from .kinematics import Kinematics, MimicJoint, random_configurations
+from .kinematics import Chain, Kinematics, MimicJoint, random_configurations
 from .report import ik_report
 from .solve import IKInfo, solve_ik
 from .usd_tree import KinematicTree, read_kinematic_tree
 
 __all__ = [
+    "Chain",
     "DEFAULT_IK_PARAMS",
     "DifferentialIKController",
     "DifferentialIKControllerCfg",
@@ -42,12 +45,16 @@ __all__ = [
     "KinematicTree",
     "Kinematics",
     "MimicJoint",
+    "SelfCollision",
+    "SphereCoverError",
     "apply_delta_pose",
     "compute_pose_error",
     "delta_joint_positions",
     "differential_ik_step",
     "dls_solve",
     "ee_kernel",
+    "ee_kernel_all",
+    "fit_self_collision",
     "forward_kinematics",
     "forward_kinematics_all",
     "forward_kinematics_and_jacobian",

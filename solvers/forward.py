@@ -51,8 +51,9 @@ def _nested(flat: tuple[Array, ...]) -> list[list[Array]]:
     return [list(flat[0:3]), list(flat[3:6]), list(flat[6:9])]
 
 
-def chain_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
-    """ee rotation (3, 3, ...), ee position (3, ...) and Jacobian (6, J, ...) for q (J, ...).
+def chain_kernel(kin: Kinematics, q: Array, e: int = 0) -> tuple[Array, Array, Array]:
+    """ee rotation (3, 3, ...), ee position (3, ...) and Jacobian (6, J, ...) of end-effector ``e`` for
+    q (J, ...).
 
     One ``lax.scan`` step per chain motion: compose the constant transform, then rotate about / shift
     along z. The scan emits each motion's world axis and origin; the Jacobian columns follow from them:
@@ -60,8 +61,9 @@ def chain_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
     """
     batch = q.shape[1:]
     dtype = q.dtype
-    qc = _motion_coords(kin.chain_coords, q)
-    rev = kin.chain_revolute.reshape((-1,) + (1,) * len(batch))
+    chain, chain_coords = kin.chains[e], kin.chains_coords[e]
+    qc = _motion_coords(chain_coords, q)
+    rev = chain.revolute.reshape((-1,) + (1,) * len(batch))
     # cos/sin of every joint in one vectorised op before the scan: inside the step, XLA on CPU would
     # recompute them in each of the fusions that consume them.
     angle, shift = rev * qc, (1.0 - rev) * qc
@@ -78,9 +80,13 @@ def chain_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
 
     one, zero = jnp.ones(batch, dtype), jnp.zeros(batch, dtype)
     init = (tuple(one if i == j else zero for i in range(3) for j in range(3)), (zero, zero, zero))
-    xs = (kin.chain_rot[:-1], kin.chain_pos[:-1], cos, sin, shift)
+    xs = (chain.rot[:-1], chain.pos[:-1], cos, sin, shift)
+    if len(chain_coords) == 0:  # an end-effector fixed to the root: nothing moves it
+        r, p = _compose(_nested(init[0]), list(init[1]), chain.rot[-1], chain.pos[-1])
+        ee_rot = jnp.stack([jnp.stack(ri) for ri in r])
+        return ee_rot, jnp.stack(p), jnp.zeros((6, len(kin.joint_names)) + batch, dtype)
     (r_flat, p_t), (axes, origins) = lax.scan(step, init, xs)  # axes, origins: (C, 3, ...)
-    r, p = _compose(_nested(r_flat), list(p_t), kin.chain_rot[-1], kin.chain_pos[-1])
+    r, p = _compose(_nested(r_flat), list(p_t), chain.rot[-1], chain.pos[-1])
     ee_rot = jnp.stack([jnp.stack(ri) for ri in r])
     ee_pos = jnp.stack(p)
 
@@ -91,7 +97,7 @@ def chain_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
     cols_a = jnp.stack(cols, axis=1)  # (C, 6, ...)
     per_q: list[Array] = []
     for j in range(len(kin.joint_names)):
-        terms = [cols_a[k] if m == 1.0 else m * cols_a[k] for k, (jj, m, _) in enumerate(kin.chain_coords) if jj == j]
+        terms = [cols_a[k] if m == 1.0 else m * cols_a[k] for k, (jj, m, _) in enumerate(chain_coords) if jj == j]
         per_q.append(functools.reduce(operator.add, terms) if terms else jnp.zeros((6,) + batch, dtype))
     jac = jnp.stack(per_q, axis=1) if per_q else jnp.zeros((6, 0) + batch, dtype)
     return ee_rot, ee_pos, jac
@@ -147,11 +153,18 @@ def _ee_batch_first(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
     q = q.astype(kin.dtype)
     lead = q.shape[:-1]
     qt = q.reshape((-1, q.shape[-1])).T  # (J, M): the batch becomes the contiguous axis
-    pos, quat, jac = map_chunks(functools.partial(ee_kernel, kin), qt)
+    if not kin.multi_ee:
+        pos, quat, jac = map_chunks(functools.partial(ee_kernel, kin), qt)
+        return (
+            pos.T.reshape(lead + (3,)),
+            quat.T.reshape(lead + (4,)),
+            jnp.moveaxis(jac, -1, 0).reshape(lead + jac.shape[:2]),
+        )
+    pos, quat, jac = map_chunks(functools.partial(ee_kernel_all, kin), qt)  # (E, 3, M), (E, 4, M), (E, 6, J, M)
     return (
-        pos.T.reshape(lead + (3,)),
-        quat.T.reshape(lead + (4,)),
-        jnp.moveaxis(jac, -1, 0).reshape(lead + jac.shape[:2]),
+        jnp.moveaxis(pos, -1, 0).reshape(lead + pos.shape[:2]),
+        jnp.moveaxis(quat, -1, 0).reshape(lead + quat.shape[:2]),
+        jnp.moveaxis(jac, -1, 0).reshape(lead + jac.shape[:3]),
     )
 
 
@@ -168,13 +181,15 @@ def _tree_batch_first(kin: Kinematics, q: Array) -> tuple[Array, Array]:
 
 
 def forward_kinematics(kin: Kinematics, q: Any) -> tuple[Array, Array]:
-    """End-effector pose in the world frame: position (..., 3) in metres, quaternion (..., 4) (w, x, y, z), w >= 0."""
+    """End-effector pose in the world frame: position (..., 3) in metres, quaternion (..., 4) (w, x, y, z),
+    w >= 0; (..., E, 3) and (..., E, 4) for a Kinematics built with ``ee_bodies``."""
     pos, quat, _ = _ee_batch_first(kin, _check_q(kin, q))
     return pos, quat
 
 
 def jacobian(kin: Kinematics, q: Any) -> Array:
-    """Geometric Jacobian (..., 6, J) of the ee frame origin: world frame, linear rows first.
+    """Geometric Jacobian (..., 6, J) of the ee frame origin: world frame, linear rows first; (..., E, 6, J)
+    for a Kinematics built with ``ee_bodies``.
 
     Rows 0:3 map q̇ to the ee origin's linear velocity (m/s), rows 3:6 to the angular velocity (rad/s).
     Coordinates off the ee chain have zero columns.
@@ -183,7 +198,8 @@ def jacobian(kin: Kinematics, q: Any) -> Array:
 
 
 def forward_kinematics_and_jacobian(kin: Kinematics, q: Any) -> tuple[Array, Array, Array]:
-    """ee position (..., 3), quaternion (..., 4) and Jacobian (..., 6, J) from one pass over the chain."""
+    """ee position (..., 3), quaternion (..., 4) and Jacobian (..., 6, J) from one pass over the chain
+    (with an E axis before the last for a Kinematics built with ``ee_bodies``)."""
     return _ee_batch_first(kin, _check_q(kin, q))
 
 
@@ -201,3 +217,11 @@ def ee_kernel(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
     """
     rot, pos, jac = chain_kernel(kin, q)
     return pos, matrix_to_quat(rot), jac
+
+
+def ee_kernel_all(kin: Kinematics, q: Array) -> tuple[Array, Array, Array]:
+    """Every end-effector: positions (E, 3, ...), quaternions (E, 4, ...), Jacobians (E, 6, J, ...) for
+    q (J, ...). One scan per chain (shared joints are recomputed per chain: chains are short)."""
+    outs = [chain_kernel(kin, q, e) for e in range(kin.num_ee)]
+    return (jnp.stack([p for _, p, _ in outs]), jnp.stack([matrix_to_quat(r) for r, _, _ in outs]),
+            jnp.stack([j for _, _, j in outs]))

@@ -41,6 +41,16 @@ _ALIGN = (
 )
 
 
+class Chain(NamedTuple):
+    """One end-effector chain (C moving coordinates): ``rot`` (C+1, 3, 3) and ``pos`` (C+1, 3) the constant
+    transforms before each motion and after the last (ee offset included), ``revolute`` (C,) 1 for a
+    rotation and 0 for a translation."""
+
+    rot: Array
+    pos: Array
+    revolute: Array
+
+
 class MimicJoint(NamedTuple):
     """A dependent joint: ``q[name] = multiplier * q[leader] + offset`` (radians or metres)."""
 
@@ -53,31 +63,29 @@ class MimicJoint(NamedTuple):
 # eq=False: identity semantics (comparing or hashing the arrays element-wise would be meaningless).
 @dataclass(frozen=True, eq=False)
 class Kinematics:
-    """Kinematic tree of one asset plus its end-effector chain, as arrays for JAX.
+    """Kinematic tree of one asset plus its end-effector chains, as arrays for JAX.
 
     Coordinates ``q`` (J,) are the independent joint values in ``joint_names`` order, in radians or metres
-    from the USD rest pose (where bodies are authored). Mimic followers are not coordinates; they are
-    listed in ``mimic``. Floating roots stay at their rest pose. ``body_names`` are the links' source
-    names: rigid bodies and link frames (source links the converter merged into a body), in
-    parents-first order; ``ee_body`` is one of them.
+    from the USD rest pose (where bodies are authored): the joints between the root and any of the
+    end-effectors (one tree, shared joints). Mimic followers are not coordinates; they are listed in
+    ``mimic``. Floating roots stay at their rest pose. ``body_names`` are the links' source names: rigid
+    bodies and link frames (source links the converter merged into a body), in parents-first order;
+    ``ee_bodies`` (E of them) are among them, ``ee_body`` is the first. ``multi_ee`` is True when built
+    with ``ee_bodies=``: the public FK functions then return a (..., E, ...) axis for the end-effectors.
 
-    Array fields (C = moving coordinates on the ee chain, K = tree nodes, B = links):
-    ``lower``/``upper`` (J,) limits (±inf when unlimited); ``chain_rot`` (C+1, 3, 3) and ``chain_pos``
-    (C+1, 3) the constant transforms before each chain motion and after the last (ee offset included);
-    ``chain_revolute`` (C,) 1 for a rotation, 0 for a translation; the ``tree_*`` arrays (K, ...) the
-    same for every node of the tree, ``tree_parent`` (K,) the parent node (K for the world) and
-    ``body_node`` (B,) the node of each body.
+    Array fields (C = moving coordinates on a chain, K = tree nodes, B = links): ``lower``/``upper``
+    (J,) limits (±inf when unlimited); ``chains`` one :class:`Chain` per end-effector; the ``tree_*``
+    arrays (K, ...) the same for every node of the tree, ``tree_parent`` (K,) the parent node (K for
+    the world) and ``body_node`` (B,) the node of each body.
 
-    Static fields (part of the pytree structure): ``chain_coords`` and ``tree_coords`` give, per motion,
-    ``(index into q, multiplier, offset)`` (index -1: no motion), so mimic couplings and the Jacobian's
-    chain rule are resolved when tracing.
+    Static fields (part of the pytree structure): ``chains_coords`` (one per chain) and ``tree_coords``
+    give, per motion, ``(index into q, multiplier, offset)`` (index -1: no motion), so mimic couplings
+    and the Jacobian's chain rule are resolved when tracing.
     """
 
     lower: Array
     upper: Array
-    chain_rot: Array
-    chain_pos: Array
-    chain_revolute: Array
+    chains: tuple[Chain, ...]
     tree_rot: Array
     tree_pos: Array
     tree_revolute: Array
@@ -86,10 +94,41 @@ class Kinematics:
     body_node: Array
     joint_names: tuple[str, ...]
     body_names: tuple[str, ...]
-    ee_body: str
+    ee_bodies: tuple[str, ...]
     mimic: tuple[MimicJoint, ...]
-    chain_coords: tuple[tuple[int, float, float], ...]
+    chains_coords: tuple[tuple[tuple[int, float, float], ...], ...]
     tree_coords: tuple[tuple[int, float, float], ...]
+    multi_ee: bool = False
+
+    @property
+    def ee_body(self) -> str:
+        """The first end-effector body."""
+        return self.ee_bodies[0]
+
+    @property
+    def num_ee(self) -> int:
+        """E, the number of end-effectors."""
+        return len(self.ee_bodies)
+
+    @property
+    def chain_rot(self) -> Array:
+        """(C+1, 3, 3) constant transforms of the first chain."""
+        return self.chains[0].rot
+
+    @property
+    def chain_pos(self) -> Array:
+        """(C+1, 3) constant offsets of the first chain."""
+        return self.chains[0].pos
+
+    @property
+    def chain_revolute(self) -> Array:
+        """(C,) motion kinds of the first chain."""
+        return self.chains[0].revolute
+
+    @property
+    def chain_coords(self) -> tuple[tuple[int, float, float], ...]:
+        """Motion coordinates of the first chain."""
+        return self.chains_coords[0]
 
     @property
     def num_joints(self) -> int:
@@ -103,7 +142,7 @@ class Kinematics:
 
     @property
     def chain_length(self) -> int:
-        """Number of moving coordinates between the root and the end-effector body."""
+        """Number of moving coordinates between the root and the (first) end-effector body."""
         return len(self.chain_coords)
 
     def body_index(self, name: str) -> int:
@@ -124,32 +163,51 @@ class Kinematics:
     def from_usd(
         cls,
         path: str | PathLike[str],
-        ee_body: str,
+        ee_body: str | None = None,
         *,
-        ee_offset: Sequence[float] | None = None,
+        ee_bodies: Sequence[str] | None = None,
+        ee_offset: Sequence[float] | Sequence[Sequence[float] | None] | None = None,
         dtype: Any = jnp.float32,
         device: str | jax.Device | None = None,
     ) -> "Kinematics":
-        """Read a converted asset and build the kinematics for end-effector ``ee_body``.
+        """Read a converted asset and build the kinematics for end-effector ``ee_body``, or for several at
+        once with ``ee_bodies=[...]`` (one tree, shared joints; FK and Jacobians gain an E axis).
 
-        ``ee_body`` is a link's source name (``usdforge:sourceName``), prim name or prim path.
+        An end-effector is a link's source name (``usdforge:sourceName``), prim name or prim path.
         ``ee_offset`` is an optional frame in the ee body frame: (3,) position in metres, or (7,) position
-        plus quaternion (w, x, y, z); the ee pose and Jacobian are reported there. ``device``: see
-        :func:`solvers.device.resolve_device`.
+        plus quaternion (w, x, y, z); the ee pose and Jacobian are reported there. With ``ee_bodies`` it
+        is one such frame (or None) per end-effector. ``device``: see :func:`solvers.device.resolve_device`.
         """
-        return cls.from_tree(read_kinematic_tree(path), ee_body, ee_offset=ee_offset, dtype=dtype, device=device)
+        return cls.from_tree(read_kinematic_tree(path), ee_body, ee_bodies=ee_bodies, ee_offset=ee_offset,
+                             dtype=dtype, device=device)
 
     @classmethod
     def from_tree(
         cls,
         tree: KinematicTree,
-        ee_body: str,
+        ee_body: str | None = None,
         *,
-        ee_offset: Sequence[float] | None = None,
+        ee_bodies: Sequence[str] | None = None,
+        ee_offset: Sequence[float] | Sequence[Sequence[float] | None] | None = None,
         dtype: Any = jnp.float32,
         device: str | jax.Device | None = None,
     ) -> "Kinematics":
         """Build from an already parsed :class:`KinematicTree` (e.g. once per dtype)."""
+        if (ee_body is None) == (ee_bodies is None):
+            raise ValueError("give either ee_body (one end-effector) or ee_bodies (a list of them)")
+        multi = ee_bodies is not None
+        names = [ee_body] if ee_bodies is None else list(ee_bodies)
+        if not names:
+            raise ValueError("ee_bodies is empty; name at least one end-effector body")
+        if not multi:
+            offsets = [ee_offset]
+        elif ee_offset is None:
+            offsets = [None] * len(names)
+        else:
+            offsets = list(ee_offset)  # type: ignore[arg-type]
+            if len(offsets) != len(names):
+                raise ValueError(f"ee_offset must give one frame (or None) per end-effector: {len(names)} "
+                                 f"ee_bodies, {len(offsets)} offsets")
         dtype = jnp.dtype(dtype)
         if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
             raise ValueError(f"dtype must be float32 or float64, got {dtype}")
@@ -158,36 +216,43 @@ class Kinematics:
                 "float64 kinematics need 64-bit JAX: call jax.config.update('jax_enable_x64', True) at "
                 "program start, or build and use the Kinematics inside `with jax.enable_x64(True):`"
             )
-        host = _build_host_arrays(tree, tree.body_index(ee_body), _offset_transform(ee_offset))
+        ees = [tree.body_index(n) for n in names]
+        if len(set(ees)) != len(ees):
+            raise ValueError(f"ee_bodies names a body twice: {names}")
+        host = _build_host_arrays(tree, ees, [_offset_transform(o) for o in offsets])
         dev = resolve_device(device)
         put = lambda a: jax.device_put(jnp.asarray(a, dtype=a.dtype if a.dtype.kind == "i" else dtype), dev)  # noqa: E731
         arrays = {k: put(v) for k, v in host.arrays.items()}
+        chains = tuple(Chain(put(r), put(p), put(v)) for r, p, v in host.chains)
         return cls(
             **arrays,
+            chains=chains,
             joint_names=host.joint_names,
             body_names=tree.body_names,
-            ee_body=tree.body_names[tree.body_index(ee_body)],
+            ee_bodies=tuple(tree.body_names[i] for i in ees),
             mimic=host.mimic,
-            chain_coords=host.chain_coords,
+            chains_coords=host.chains_coords,
             tree_coords=host.tree_coords,
+            multi_ee=multi,
         )
 
 
 jax.tree_util.register_dataclass(
     Kinematics,
     data_fields=[
-        "lower", "upper", "chain_rot", "chain_pos", "chain_revolute",
+        "lower", "upper", "chains",
         "tree_rot", "tree_pos", "tree_revolute", "tree_prismatic", "tree_parent", "body_node",
     ],
-    meta_fields=["joint_names", "body_names", "ee_body", "mimic", "chain_coords", "tree_coords"],
+    meta_fields=["joint_names", "body_names", "ee_bodies", "mimic", "chains_coords", "tree_coords", "multi_ee"],
 )
 
 
 class _HostArrays(NamedTuple):
     arrays: dict[str, np.ndarray]
+    chains: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
     joint_names: tuple[str, ...]
     mimic: tuple[MimicJoint, ...]
-    chain_coords: tuple[tuple[int, float, float], ...]
+    chains_coords: tuple[tuple[tuple[int, float, float], ...], ...]
     tree_coords: tuple[tuple[int, float, float], ...]
 
 
@@ -202,16 +267,16 @@ def _offset_transform(ee_offset: Sequence[float] | None) -> np.ndarray:
     raise ValueError(f"ee_offset must have 3 (position) or 7 (position + quaternion wxyz) values, got {off.shape}")
 
 
-def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _HostArrays:
+def _build_host_arrays(tree: KinematicTree, ees: list[int], offsets: list[np.ndarray]) -> _HostArrays:
     """Fold the tree into the chain and tree arrays (float64, NumPy)."""
-    # The coordinates are the chain's: the independent joints between the root and the end-effector body,
-    # in authored joint order, plus the leaders of chain joints that mimic one off the chain. Followers map
-    # onto their leaders; every other joint of the tree (fingers beyond the hand, other limbs) stays at its
-    # rest position, so its Jacobian column would be zero and it is no coordinate.
-    path = tree.path_to(ee)
+    # The coordinates are the chains': the independent joints between the root and any end-effector body,
+    # in authored joint order, plus the leaders of chain joints that mimic one off the chains. Followers
+    # map onto their leaders; every other joint of the tree (fingers beyond the hand, other limbs) stays at
+    # its rest position, so its Jacobian column would be zero and it is no coordinate.
+    paths = [tree.path_to(ee) for ee in ees]
     dofs = [d for s in tree.joints for d in s.dofs]
     by_name = {d.name: d for d in dofs}
-    on_chain = {d.name for j in path for d in tree.joints[j].dofs}
+    on_chain = {d.name for path in paths for j in path for d in tree.joints[j].dofs}
     independent = {d.name for d in dofs if d.name in on_chain and d.mimic is None}
     independent |= {d.mimic.leader for d in dofs if d.name in on_chain and d.mimic is not None}
     joint_names = tuple(d.name for d in dofs if d.name in independent)
@@ -239,22 +304,27 @@ def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _Hos
     def rest_rel(spec) -> np.ndarray:
         return invert_transform(world(spec.parent)) @ tree.rest_world[spec.child]
 
-    # Chain: a list of constant transforms and motions, then consecutive constants folded.
-    start = tree.joints[path[0]].parent if path else ee
-    items: list[Any] = [world(start)]
-    for j in path:
-        spec = tree.joints[j]
-        items += _joint_items(spec, rest_rel(spec))
-    items.append(offset)
-    consts: list[np.ndarray] = [np.eye(4)]
-    motions: list[Any] = []
-    for it in items:
-        if isinstance(it, np.ndarray):
-            consts[-1] = consts[-1] @ it
-        else:
-            motions.append(it)
-            consts.append(np.eye(4))
-    chain_rev = np.array([1.0 if m.kind == "revolute" else 0.0 for m in motions])
+    # Chains: a list of constant transforms and motions per end-effector, consecutive constants folded.
+    chains, chains_coords = [], []
+    for ee, path, offset in zip(ees, paths, offsets):
+        start = tree.joints[path[0]].parent if path else ee
+        items: list[Any] = [world(start)]
+        for j in path:
+            spec = tree.joints[j]
+            items += _joint_items(spec, rest_rel(spec))
+        items.append(offset)
+        consts: list[np.ndarray] = [np.eye(4)]
+        motions: list[Any] = []
+        for it in items:
+            if isinstance(it, np.ndarray):
+                consts[-1] = consts[-1] @ it
+            else:
+                motions.append(it)
+                consts.append(np.eye(4))
+        consts_a = np.stack(consts)
+        chain_rev = np.array([1.0 if m.kind == "revolute" else 0.0 for m in motions])
+        chains.append((consts_a[:, :3, :3], consts_a[:, :3, 3], chain_rev))
+        chains_coords.append(tuple(coords(m) for m in motions))
 
     # Tree: one node per elementary motion and one per body (its frame), parents first.
     node_parent: list[int] = []
@@ -284,14 +354,10 @@ def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _Hos
         node_dof.append(None)
         body_node[b] = len(node_t) - 1
     k = len(node_t)
-    consts_a = np.stack(consts)
     node_a = np.stack(node_t)
     arrays = {
         "lower": lower,
         "upper": upper,
-        "chain_rot": consts_a[:, :3, :3],
-        "chain_pos": consts_a[:, :3, 3],
-        "chain_revolute": chain_rev,
         "tree_rot": node_a[:, :3, :3],
         "tree_pos": node_a[:, :3, 3],
         "tree_revolute": np.array([1.0 if d is not None and d.kind == "revolute" else 0.0 for d in node_dof]),
@@ -300,7 +366,7 @@ def _build_host_arrays(tree: KinematicTree, ee: int, offset: np.ndarray) -> _Hos
         "body_node": body_node,
     }
     return _HostArrays(
-        arrays, joint_names, mimic, tuple(coords(m) for m in motions), tuple(coords(d) for d in node_dof)
+        arrays, chains, joint_names, mimic, tuple(chains_coords), tuple(coords(d) for d in node_dof)
     )
 
 

@@ -35,6 +35,11 @@ def ik_report(
     dtype: str = "float32",
     device: str = "cpu",
     ee_offset: Sequence[float] | None = None,
+    ee_bodies: Sequence[str] = (),
+    weights: Sequence[float] | None = None,
+    num_seeds: int = 1,
+    collision: bool = False,
+    collision_margin: float = 0.005,
 ) -> dict[str, Any]:
     """Solve a fixed, seeded batch of reachable pose targets for ``ee_body`` and summarise the outcome.
 
@@ -48,6 +53,14 @@ def ik_report(
     reports its success rate, error and iteration percentiles (p50, p90, p99, max), restarts, and timing:
     ``first_call_s`` (compile + solve), ``solve_s`` (a second, compiled call) and ``compile_s`` (their
     difference). ``dtype="float64"`` switches 64-bit JAX on for the duration of the call only.
+
+    ``ee_bodies`` are further end-effectors solved together with ``ee_body`` (targets for all of them,
+    ``weights`` one per end-effector); ``num_seeds`` starts per target from the rest pose (the home run).
+    ``collision`` fits :func:`solvers.collision.fit_self_collision` to the USD's colliders and solves with
+    self-collision avoidance at ``collision_margin`` (m). Every run reports ``limits`` (the share of
+    solutions with a joint within 1e-4 of the range's ends, and the mean count of such joints) and, with
+    ``collision``, ``collision`` (clearance percentiles of the sphere model, m, and the share of
+    solutions whose spheres overlap); the report gives the sphere cover's error per body.
     """
     if jnp.dtype(dtype) == jnp.float64 and not jax.config.jax_enable_x64:
         with jax.enable_x64(True):
@@ -55,27 +68,47 @@ def ik_report(
                 usd_path, ee_body, num_targets, seed, iterations=iterations, home_iterations=home_iterations,
                 perturbation=perturbation, pos_tol=pos_tol, rot_tol=rot_tol, method=method, ik_params=ik_params,
                 max_step=max_step, home_restart_after=home_restart_after, dtype=dtype, device=device,
-                ee_offset=ee_offset,
+                ee_offset=ee_offset, ee_bodies=ee_bodies, weights=weights, num_seeds=num_seeds,
+                collision=collision, collision_margin=collision_margin,
             )
-    kin = Kinematics.from_usd(usd_path, ee_body, ee_offset=ee_offset, dtype=jnp.dtype(dtype), device=device)
+    if ee_bodies:
+        kin = Kinematics.from_usd(usd_path, ee_bodies=[ee_body, *ee_bodies],
+                                  ee_offset=None if ee_offset is None else [ee_offset] + [None] * len(ee_bodies),
+                                  dtype=jnp.dtype(dtype), device=device)
+    else:
+        kin = Kinematics.from_usd(usd_path, ee_body, ee_offset=ee_offset, dtype=jnp.dtype(dtype), device=device)
+    model = None
+    if collision:
+        from .collision import fit_self_collision
+
+        model = fit_self_collision(usd_path, kin, margin=collision_margin)
     key_q, key_noise = jax.random.split(jax.random.PRNGKey(seed))
     q_true = random_configurations(kin, key_q, (num_targets,))
     pos, quat = forward_kinematics(kin, q_true)
-    targets = jnp.concatenate([pos, quat], axis=1)
+    targets = jnp.concatenate([pos, quat], axis=-1)
     noise = jax.random.uniform(
         key_noise, q_true.shape, dtype=kin.dtype, minval=-perturbation, maxval=perturbation
     )
     seeds = jnp.clip(q_true + noise, kin.lower, kin.upper)
     home = jnp.clip(jnp.zeros(kin.num_joints, kin.dtype), kin.lower, kin.upper)
-    common = dict(pos_tol=pos_tol, rot_tol=rot_tol, method=method, ik_params=ik_params, max_step=max_step)
+    common = dict(pos_tol=pos_tol, rot_tol=rot_tol, method=method, ik_params=ik_params, max_step=max_step,
+                  weights=weights, collision=model)
     runs = {
         "perturbed": _timed_run(kin, targets, seeds, iterations, common) | {"perturbation": float(perturbation)},
-        "home": _timed_run(kin, targets, home, home_iterations, common | {"restart_after": home_restart_after})
-        | {"home_pose": _floats(home), "restart_after": home_restart_after},
+        "home": _timed_run(kin, targets, home, home_iterations,
+                           common | {"restart_after": home_restart_after, "num_seeds": num_seeds})
+        | {"home_pose": _floats(home), "restart_after": home_restart_after, "num_seeds": int(num_seeds)},
     }
     return {
         "usd_path": str(usd_path),
         "ee_body": kin.ee_body,
+        "ee_bodies": list(kin.ee_bodies),
+        "weights": None if weights is None else [float(w) for w in weights],
+        "collision": None if model is None else {
+            "margin_m": float(collision_margin), "spheres": model.num_spheres,
+            "body_pairs": [list(p) for p in model.body_pairs],
+            "cover_error_m": {b: e._asdict() for b, e in model.cover_error},
+        },
         "joint_names": list(kin.joint_names),
         "num_targets": int(num_targets),
         "seed": int(seed),
@@ -98,7 +131,8 @@ def _timed_run(kin: Kinematics, targets: jax.Array, q0: jax.Array, iterations: i
     t0 = time.perf_counter()
     q, info = jax.block_until_ready(solve_ik(kin, targets, q0, iterations=iterations, **common))
     solve_s = time.perf_counter() - t0
-    return {"max_iterations": int(iterations)} | _summary(info) | {
+    return {"max_iterations": int(iterations)} | _summary(info) | _limit_stats(kin, q) \
+        | _collision_stats(common.get("collision"), kin, q) | {
         "first_call_s": first,
         "solve_s": solve_s,
         "compile_s": max(first - solve_s, 0.0),
@@ -117,6 +151,28 @@ def _summary(info: IKInfo) -> dict[str, Any]:
         "mean_iterations": float(np.mean(np.asarray(info.iterations))) if conv.size else 0.0,
         "restarts": _percentiles(info.restarts),
     }
+
+
+def _limit_stats(kin: Kinematics, q: jax.Array) -> dict[str, Any]:
+    """Solutions with joints at their limits (within 1e-4 rad or m of a finite end)."""
+    q = np.asarray(q, np.float64)
+    lo, hi = np.asarray(kin.lower, np.float64), np.asarray(kin.upper, np.float64)
+    at = (q <= lo + 1e-4) | (q >= hi - 1e-4)
+    per_joint = at.mean(axis=0) if len(q) else np.zeros(kin.num_joints)
+    return {"limits": {
+        "at_limit_rate": float(at.any(axis=1).mean()) if len(q) else 0.0,
+        "mean_joints_at_limit": float(at.sum(axis=1).mean()) if len(q) else 0.0,
+        "per_joint_rate": {n: float(r) for n, r in zip(kin.joint_names, per_joint)},
+    }}
+
+
+def _collision_stats(model: Any, kin: Kinematics, q: jax.Array) -> dict[str, Any]:
+    """Sphere-model clearance of the solutions (only when solving with collision avoidance)."""
+    if model is None:
+        return {}
+    clearance = np.asarray(jax.jit(model.clearance)(kin, jnp.asarray(q).T), np.float64)
+    return {"collision": {"in_collision_rate": float(np.mean(clearance < 0)), "clearance_m": _percentiles(clearance),
+                          "clearance_min_m": float(clearance.min()) if clearance.size else None}}
 
 
 def _percentiles(x: jax.Array) -> dict[str, float]:

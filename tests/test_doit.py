@@ -228,3 +228,27 @@ def test_warnings_print_one_line_each_like_the_cli_and_list_describes_each_group
     described = dict(line.split(None, 1) for line in listing.stdout.splitlines() if line.strip())
     assert described["convert"].startswith("Convert every library entry")
     assert len(set(described.values())) == len(described), described  # no group borrows another's
+
+
+def test_ik_study_settings_for_several_end_effectors_and_collision(tmp_path):
+    arm = REPO / "assets/robots/tiny_arm"
+    library = tmp_path / "library.toml"
+    library.write_text(f"""
+[[assets]]
+name = "arm"
+source = "{arm / 'urdf/tiny_arm.urdf'}"
+packages = {{ tiny_arm = "{arm}" }}
+ee_body = "hand"
+ik = {{ num_targets = 32, home_iterations = 40, ee_bodies = ["forearm"], weights = [1.0, 0.5], num_seeds = 2, collision = true }}
+[assets.cfg]
+fix_base = true
+""")
+    done = doit(tmp_path, "ik", library=library)
+    assert done.returncode == 0, done.stdout + done.stderr
+    import json
+
+    report = json.loads((tmp_path / "build/usd/arm/arm.ik.json").read_text())
+    assert report["ee_bodies"] == ["hand", "forearm"] and report["weights"] == [1.0, 0.5]
+    assert report["collision"]["spheres"] > 0 and report["runs"]["home"]["num_seeds"] == 2
+    assert "in_collision_rate" in report["runs"]["home"]["collision"]
+    assert "at_limit_rate" in report["runs"]["perturbed"]["limits"]

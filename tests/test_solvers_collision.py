@@ -1,0 +1,122 @@
+"""Self-collision avoidance from the converted USD's colliders (franka from the corpus, converted by
+usdforge): the sphere cover contains the colliders, adjacent and resting-in-contact pairs are left out,
+the penalty rows are the derivative of the penalty, and targets whose own configurations collide (by
+MuJoCo's collision detection on the source) are reached (hand position) without collision with
+avoidance on, and with it off they are not. The 1,000-target franka and h1 runs are in bench/ik_tasks.py."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+from test_solvers_corpus import converted
+
+from usdforge.solvers import Kinematics, forward_kinematics, ik_report, random_configurations, solve_ik
+from usdforge.solvers.collision import fit_self_collision
+
+
+@pytest.fixture(scope="module")
+def franka(tmp_path_factory):
+    usd, model = converted("franka_emika_panda", tmp_path_factory.mktemp("collision"))
+    kin = Kinematics.from_usd(usd, "hand")
+    return usd, model, kin, fit_self_collision(usd, kin, margin=0.005)
+
+
+def mujoco_contacts(model, kin, q) -> list[set[tuple[str, str]]]:
+    """Per configuration, the robot body pairs MuJoCo finds penetrating (its own exclusions applied)."""
+    data = mujoco.MjData(model)
+    adr = [model.jnt_qposadr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n)] for n in kin.joint_names]
+    out = []
+    for row in np.asarray(q, np.float64):
+        data.qpos[:] = model.qpos0
+        data.qpos[adr] = row + model.qpos0[adr]
+        mujoco.mj_fwdPosition(model, data)
+        pairs = set()
+        for c in data.contact[: data.ncon]:
+            b1, b2 = model.geom_bodyid[c.geom1], model.geom_bodyid[c.geom2]
+            if b1 > 0 and b2 > 0 and c.dist < 0:
+                pairs.add(tuple(sorted((model.body(b1).name, model.body(b2).name))))
+        out.append(pairs)
+    return out
+
+
+def test_cover_contains_the_colliders_and_pairs_follow_the_conventions(franka):
+    usd, model, kin, col = franka
+    errors = dict(col.cover_error)
+    assert set(errors) >= {"link0", "link3", "link7", "hand", "left_finger"}
+    # Every sampled collider point is inside the cover; a fresh, denser sample at most a few mm out.
+    assert max(e.uncovered for e in errors.values()) < 6e-3
+    assert all(e.excess_mean > 0 for e in errors.values())
+    pairs = {tuple(sorted(p)) for p in col.body_pairs}
+    assert tuple(sorted(("link1", "link2"))) not in pairs  # adjacent
+    assert tuple(sorted(("left_finger", "right_finger"))) not in pairs  # touching at rest
+    assert tuple(sorted(("hand", "link5"))) not in pairs  # MuJoCo finds these hulls overlapping at rest
+    assert tuple(sorted(("link0", "link6"))) in pairs and tuple(sorted(("link2", "hand"))) in pairs
+    assert tuple(sorted(("link6", "link7"))) not in pairs
+    # Nothing that is checked is in contact at rest (MuJoCo's own finding on the source).
+    rest = mujoco_contacts(model, kin, np.zeros((1, kin.num_joints)))[0]
+    assert not rest & pairs
+
+
+def test_penalty_rows_are_its_derivative(franka):
+    _, _, kin, col = franka
+    q = jnp.asarray(random_configurations(kin, jax.random.PRNGKey(5), (64,)).T)  # (J, n)
+    pen = np.asarray(col.penalty(kin, q))
+    assert np.any(pen > 0)  # some configurations bring checked pairs within the margin
+    rows, err = (np.asarray(a) for a in jax.jit(col.rows)(kin, q))
+    r = np.sqrt(pen * np.asarray(col.weight))
+    np.testing.assert_allclose(-err, r, rtol=1e-4, atol=1e-6)
+    eps = 1e-3
+    for j in range(kin.num_joints):
+        dq = jnp.zeros_like(q).at[j].set(eps)
+        fd = (np.sqrt(np.asarray(col.penalty(kin, q + dq)) * float(col.weight)) -
+              np.sqrt(np.asarray(col.penalty(kin, q - dq)) * float(col.weight))) / (2 * eps)
+        active = (pen > 1e-6)
+        np.testing.assert_allclose(rows[:, j][active], fd[active], rtol=0.05, atol=2e-2)
+
+
+ARM_VS_HAND = [(["link0", "link1", "link2", "link3", "link4"], ["link7", "hand", "left_finger", "right_finger"]),
+               (["link0", "link1", "link2"], ["link5", "link6"])]
+
+
+def test_colliding_configurations_are_solved_without_collision(franka):
+    usd, model, kin, _ = franka
+    col = fit_self_collision(usd, kin, margin=0.005, between=ARM_VS_HAND)
+    assert {tuple(sorted(p)) for p in col.body_pairs} <= {
+        tuple(sorted((a, b))) for group_a, group_b in ARM_VS_HAND for a in group_a for b in group_b}
+    q = np.asarray(random_configurations(kin, jax.random.PRNGKey(7), (400,)))
+    pairs = {tuple(sorted(p)) for p in col.body_pairs}
+    hits = [bool(c & pairs) for c in mujoco_contacts(model, kin, q)]
+    q_hit = jnp.asarray(q[np.array(hits)][:24])
+    assert len(q_hit) >= 8
+    targets, _ = forward_kinematics(kin, q_hit)  # position targets: room to move the arm out of contact
+    start = jnp.clip(q_hit + 0.05, kin.lower, kin.upper)
+    common = dict(iterations=150, max_step=0.5, restart_after=5, num_seeds=8)
+    q_off, info_off = solve_ik(kin, targets, start, **common)
+    q_on, info_on = solve_ik(kin, targets, start, collision=col, **common)
+    off = np.array([bool(c & pairs) for c in mujoco_contacts(model, kin, q_off)])
+    on = np.array([bool(c & pairs) for c in mujoco_contacts(model, kin, q_on)])
+    conv = np.asarray(info_on.converged)
+    assert off[np.asarray(info_off.converged)].mean() > 0.5  # from nearby, the plain solve stays in collision
+    # With avoidance, a target converges only collision-free (by the spheres, and so by MuJoCo).
+    assert conv.mean() >= 0.5, conv.mean()
+    assert not on[conv].any()
+    assert np.all(np.asarray(info_on.clearance)[conv] >= 0)
+    assert on.mean() < off.mean()
+
+
+def test_ik_report_with_several_end_effectors_and_collision(franka, tmp_path):
+    usd, _, _, _ = franka
+    report = ik_report(usd, "hand", num_targets=16, iterations=20, home_iterations=40, ee_bodies=["link4"],
+                       weights=[1.0, 0.5], num_seeds=2, collision=True)
+    json.dumps(report)
+    assert report["ee_bodies"] == ["hand", "link4"] and report["collision"]["spheres"] > 10
+    for run in report["runs"].values():
+        assert 0.0 <= run["limits"]["at_limit_rate"] <= 1.0
+        assert set(run["limits"]["per_joint_rate"]) == {f"joint{i}" for i in range(1, 8)}
+        assert 0.0 <= run["collision"]["in_collision_rate"] <= 1.0
+    assert report["runs"]["home"]["num_seeds"] == 2
