@@ -1,7 +1,7 @@
 """Isaac Lab 3.0.0's differential IK controller, its own torch code, for the parity tests.
 
 Isaac Lab 3.0.0 needs Python 3.12 and Isaac Sim to import as a package, but its controller files only
-need torch: ``build/venv-isaaclab`` (``python -m venv`` + ``pip install torch==2.13.0 numpy``) runs
+need torch: ``build/venv-torch-ik`` (``python -m venv`` + ``pip install torch==2.13.0 numpy``; not ``build/venv-isaaclab``, the whole Isaac Lab 3.0 of ``rules.verify.engines``) runs
 ``isaaclab/controllers/differential_ik.py``, ``differential_ik_cfg.py`` and ``utils/math.py`` taken from
 the registry's wheel (``pip download isaaclab==3.0.0 --no-deps``) into ``build/isaaclab-3.0.0``, loaded
 as bare modules by ``isaaclab_controller.py``. Both are made on first use and reused after; a test
@@ -35,7 +35,7 @@ def _run(step: list[str]) -> None:
 
 def isaaclab_python() -> tuple[Path, Path]:
     """(interpreter with torch, folder holding Isaac Lab 3.0.0's controller files); skips when impossible."""
-    venv = BUILD / "venv-isaaclab"
+    venv = BUILD / "venv-torch-ik"
     python = venv / "bin" / "python"
     marker = venv / "usdforge-requirement.txt"
     if not (python.is_file() and marker.is_file() and marker.read_text() == TORCH):
