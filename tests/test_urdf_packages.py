@@ -197,6 +197,10 @@ def test_the_layouts_convert_with_every_mesh_and_the_choice_is_recorded(tmp_path
     assert any("package 'abb_irb140_support' resolved to" in n and "ancestor holding" in n for n in notes), notes
     assert any("package 'ur_description' resolved to" in n and "folder of that name" in n for n in notes), notes
     assert any("package:///" in n for n in notes), notes
+    # Each folder is named relative to the model's folder: a record restored elsewhere names no build path.
+    resolved = [n.split(" resolved to ", 1)[1] for n in notes if " resolved to " in n]
+    assert resolved and not any(str(tmp_path) in r for r in resolved), resolved
+    assert any(r.startswith(".. (") for r in resolved), resolved
     assert record is None  # the CLI writes no record; `doit convert` does (test_notes_are_recorded)
 
 

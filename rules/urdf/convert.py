@@ -13,6 +13,7 @@ fixed joints always become frames) → base and articulation root → masses for
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from usdforge.rules.conversion_warnings import note, warn
@@ -137,7 +138,10 @@ def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple
             key = (name, str(resolution.root), resolution.rule)
             by_package[key] = by_package.get(key, 0) + 1
     for (name, folder, rule), count in by_package.items():
-        note(asset, f"package '{name}' resolved to {folder} ({_RULES[rule]}; {count} file(s))")
+        # Named relative to the source's folder: the record (and a cache restore of it in another checkout or
+        # on another machine) never holds where the build ran.
+        where = Path(os.path.relpath(folder, Path(asset).absolute().parent)).as_posix()
+        note(asset, f"package '{name}' resolved to {where} ({_RULES[rule]}; {count} file(s))")
     return missing_files(asset, root, packages, tree_root, tuple(allowed_roots))
 
 
