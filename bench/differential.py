@@ -230,7 +230,7 @@ def _doit_process(work: Path, manifest: Path, *options: str) -> subprocess.Popen
 
 
 class Divergence(AssertionError):
-    pass
+    """An incremental build that differs from the clean build of the same state (the message says where)."""
 
 
 class IncrementalBuilds(RuleBasedStateMachine):

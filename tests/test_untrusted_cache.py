@@ -28,7 +28,7 @@ from usdforge.schemas import MeshConverterCfg
 
 
 class Hung(BaseException):
-    pass
+    """Raised by the alarm when a cache read blocks (a FIFO): the test fails instead of hanging."""
 
 
 @pytest.fixture(autouse=True)
