@@ -1,10 +1,13 @@
 """The build cache: a content-addressed store of conversion outputs and mesh geometry, shareable by
 several checkouts and machines (a local folder, or one on a network file system).
 
-Layout of the cache folder (default ``build/cache/``; ``cache=PATH`` or ``USDFORGE_CACHE``)::
+Where it is: ``$USDFORGE_CACHE`` when set; else, for the one-off CLI and the Python API, the user's cache
+folder (``$XDG_CACHE_HOME/usdforge``, i.e. ``~/.cache/usdforge``, as pip does), and for ``doit convert``
+``build/cache/`` beside the library (``cache=PATH`` there). Layout::
 
     objects/ab/<sha256>          file contents, named by the SHA-256 of their bytes
-    entries/ab/<key>.json        an artifact: {relative file name: object sha256}, named by its cache key
+    entries/ab/<key>.json        an artifact: {relative file name: object sha256} and its kind (what made
+                                 it: ``mjcf``, ``mesh-geometry``, ``mjcf-compiled`` …), named by its cache key
     claims/ab/<sha256>           the keys of the entries each object was written for, one a line
     stats.log                    one line per lookup: build id, hit or miss
 
@@ -14,12 +17,17 @@ bytes. Every object is hashed when read: a corrupt or truncated one is reported 
 as absent (the artifact is rebuilt and written again). An entry is bound to its key: it must name the key
 it is filed under, and every object it names must have been written for that key (its claims): an entry
 naming other, intact objects (another artifact's) is a miss with one warning. A cache that cannot be
-written (read-only, full disk) gives one warning and the build goes on without storing anything. No pxr
-here.
+written (read-only, full disk) gives one warning and the build goes on without storing anything.
+
+Bounded: a store holds at most ``max_bytes`` (default ``DEFAULT_MAX_BYTES``, ``$USDFORGE_CACHE_MAX_SIZE``,
+e.g. ``20GB``; ``0``: no limit). A writer checks the size on its first store and after every tenth of the
+limit it writes; over the limit, the least recently used artifacts are pruned down to 80 % of it
+(``prune``: regular files inside the cache only, no link followed). No pxr here.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import logging
@@ -38,6 +46,12 @@ log = logging.getLogger("usdforge")
 
 #: Environment variable naming the cache folder; "off" turns the cache off.
 CACHE_ENV = "USDFORGE_CACHE"
+#: Environment variable: the cache's size limit (``5GB``, ``500MB``, ``0`` for none).
+MAX_SIZE_ENV = "USDFORGE_CACHE_MAX_SIZE"
+#: The default size limit, in bytes (as ccache's): a few full libraries of robots.
+DEFAULT_MAX_BYTES = 5_000_000_000
+#: Pruning over the limit goes down to this fraction of it, so that it does not run at every store.
+PRUNE_TO = 0.8
 #: Environment variable grouping the lookups of one build (``doit convert`` sets it for its run).
 BUILD_ENV = "USDFORGE_BUILD_ID"
 _STATS = "stats.log"
@@ -62,12 +76,57 @@ class Artifact(NamedTuple):
     shas: dict[str, str]
 
 
-def default_cache_dir(build_dir: str | Path = "build") -> Path | None:
-    """``$USDFORGE_CACHE`` if set ("off" or empty: no cache), else ``<build_dir>/cache``, absolute."""
+def user_cache_dir() -> Path:
+    """The user's cache folder for usdforge: ``$XDG_CACHE_HOME/usdforge`` (an absolute XDG_CACHE_HOME
+    only, as the XDG base directory specification says), else ``~/.cache/usdforge``."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "usdforge"
+
+
+def default_cache_dir(build_dir: str | Path | None = None) -> Path | None:
+    """``$USDFORGE_CACHE`` if set ("off" or empty: no cache); else ``<build_dir>/cache`` for a library build
+    (``doit convert``), or ``user_cache_dir()`` without a build folder (the CLI and the Python API: a
+    one-off conversion leaves nothing in the folder it runs in). Absolute."""
     configured = os.environ.get(CACHE_ENV)
     if configured is not None:
         return None if configured.strip().lower() in ("", "off", "none", "0") else Path(configured).absolute()
+    if build_dir is None:
+        return user_cache_dir().absolute()
     return (Path(build_dir) / "cache").absolute()
+
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """``5GB`` → 5·10⁹ bytes (KiB, MiB, GiB for powers of two; a bare number is bytes). ValueError."""
+    stripped = text.strip().upper()
+    number = stripped.rstrip("KMGTIB")
+    unit = stripped[len(number):]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _UNITS or not 0 <= value < float("inf"):
+        raise ValueError(f"expected a size like 500MB or 5GB, found {text!r}")
+    return int(value * _UNITS[unit])
+
+
+def max_cache_bytes() -> int | None:
+    """The size limit of a cache: ``$USDFORGE_CACHE_MAX_SIZE`` (``0``: none, as None), else
+    ``DEFAULT_MAX_BYTES``. A malformed value gives one warning and the default."""
+    configured = os.environ.get(MAX_SIZE_ENV)
+    if configured is None or not configured.strip():
+        return DEFAULT_MAX_BYTES
+    try:
+        limit = parse_size(configured)
+    except ValueError as exc:
+        log.warning("warning: %s=%s: %s; using the default limit of %d bytes", MAX_SIZE_ENV, configured, exc,
+                    DEFAULT_MAX_BYTES)
+        return DEFAULT_MAX_BYTES
+    return limit or None
 
 
 def build_id() -> str:
@@ -140,11 +199,15 @@ def _read_regular(name: str, dir_fd: int | None, limit: int) -> bytes:
 class Store:
     """One cache folder. Methods never raise for cache problems: a broken cache is an absent one."""
 
-    def __init__(self, root: str | Path, build: str | None = None):
+    def __init__(self, root: str | Path, build: str | None = None, max_bytes: int | None | bool = True):
         self.root = Path(root)
         self.writable = True
         #: The build its lookups count for (None: ``build_id()``); a Dask worker records under the doit side's.
         self.build = build
+        #: The size limit in bytes (None: none; True: ``max_cache_bytes()``), kept by pruning as it writes.
+        self.max_bytes = max_cache_bytes() if max_bytes is True else (max_bytes or None)
+        self._written = 0  # bytes this store wrote
+        self._next_check = 0  # when _written reaches this, the size is checked (0: at the first store)
         self._warned: set[str] = set()
 
     # -- paths
@@ -259,10 +322,12 @@ class Store:
             return None
         return sha
 
-    def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None) -> dict[str, str] | None:
+    def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None,
+                  kind: str | None = None) -> dict[str, str] | None:
         """Store an artifact: every file's bytes, then the entry naming them (so an entry is never visible
-        before its objects), with ``meta`` (plain JSON data, e.g. the warnings of the conversion).
-        Returns {name: sha256} of the files stored, or None when nothing could be."""
+        before its objects), with ``meta`` (plain JSON data, e.g. the warnings of the conversion) and its
+        ``kind`` (what made it, for ``stats``). Returns {name: sha256} of the files stored, or None when
+        nothing could be. Then keeps the size limit (``keep_limit``)."""
         objects = {}
         for name, data in sorted(files.items()):
             sha = self.put_bytes(data)
@@ -270,13 +335,29 @@ class Store:
                 return None
             objects[name] = sha
         body = {"key": key, "files": objects, "meta": meta}
+        if kind is not None:
+            body["kind"] = kind
         body["checksum"] = sha256_bytes(json.dumps(body, sort_keys=True).encode())
         try:
             self._write_atomically(self._entry_path(key), json.dumps(body, sort_keys=True).encode())
         except OSError as exc:
             self._disable(exc)
             return None
+        self._written += sum(len(data) for data in files.values())
+        self.keep_limit()
         return objects
+
+    def keep_limit(self) -> None:
+        """Prune the least recently used artifacts down to ``PRUNE_TO`` of ``max_bytes`` when the cache
+        holds more; checked at this store's first write and then after every tenth of the limit written
+        (a scan of the cache's files, a fraction of a second for thousands)."""
+        if self.max_bytes is None or self._written < self._next_check:
+            return
+        self._next_check = self._written + self.max_bytes // 10
+        if self.size() > self.max_bytes:
+            removed, freed = self.prune(int(self.max_bytes * PRUNE_TO))
+            log.info("usdforge: the build cache %s went over its limit of %d bytes: pruned %d artifact(s), "
+                     "%d bytes", self.root, self.max_bytes, removed, freed)
 
     def _claim(self, sha: str, key: str) -> bool:
         """Record that object ``sha`` was written for the entry ``key`` (one short O_APPEND write: lines of
@@ -443,20 +524,50 @@ class Store:
         except (OSError, ValueError):
             return []
 
+    def size(self) -> int:
+        """Bytes of the cache's entries and objects (regular files only)."""
+        return sum(self._files("entries").values()) + sum(self._files("objects").values())
+
     def stats(self) -> dict[str, object]:
-        """Entries, objects, bytes, and the hits and misses of the last build (by kind)."""
+        """Entries, objects, bytes, what takes the room (``by_kind``: kind → entries and bytes, each object
+        counted once, for the kind of the first entry naming it; objects no entry names are
+        ``unreferenced``; entries stored before kinds were recorded are ``unknown``), the size limit, and
+        the hits and misses of the last build (by kind)."""
         entries = self._files("entries")
         objects = self._files("objects")
         size = sum(entries.values()) + sum(objects.values())
+        by_sha = {path.name: bytes_ for path, bytes_ in objects.items()}
+        by_kind: dict[str, dict[str, int]] = {}
+        for path, entry_bytes in sorted(entries.items()):
+            body = self._entry_body(path)
+            kind = str(body.get("kind") or "unknown") if body is not None else "corrupt"
+            room = by_kind.setdefault(kind, {"entries": 0, "bytes": 0})
+            room["entries"] += 1
+            room["bytes"] += entry_bytes
+            files = body.get("files") if body is not None else None
+            for sha in files.values() if isinstance(files, dict) else ():
+                room["bytes"] += by_sha.pop(sha, 0) if isinstance(sha, str) else 0
+        if by_sha:
+            by_kind["unreferenced"] = {"entries": 0, "bytes": sum(by_sha.values())}
         lookups = self._lookups()
         last = lookups[-1].get("build") if lookups else None
-        by_kind: dict[str, list[int]] = {}
+        last_kinds: dict[str, list[int]] = {}
         for item in lookups:
             if item.get("build") == last:
-                counts = by_kind.setdefault(str(item.get("kind", "?")), [0, 0])
+                counts = last_kinds.setdefault(str(item.get("kind", "?")), [0, 0])
                 counts[0 if item.get("hit") else 1] += 1
         return {"root": str(self.root), "entries": len(entries), "objects": len(objects), "bytes": size,
-                "last_build": {kind: {"hits": h, "misses": m} for kind, (h, m) in sorted(by_kind.items())}}
+                "max_bytes": self.max_bytes,
+                "by_kind": dict(sorted(by_kind.items(), key=lambda item: -item[1]["bytes"])),
+                "last_build": {kind: {"hits": h, "misses": m} for kind, (h, m) in sorted(last_kinds.items())}}
+
+    def _entry_body(self, path: Path) -> dict[str, Any] | None:
+        """The JSON of the entry file ``path`` (as ``_scan`` lists it), unchecked; None when unreadable."""
+        try:
+            body = json.loads(self._read(path.parent.relative_to(self.root).parts, path.name, MAX_ENTRY_BYTES))
+        except (OSError, ValueError, RecursionError):
+            return None
+        return body if isinstance(body, dict) else None
 
     # -- maintenance
     def _scan(self, folder: str) -> list[tuple[Path, os.stat_result]]:
@@ -492,7 +603,7 @@ class Store:
         written), stray temporary files of killed writers, links and other non-regular files (a cache holds
         none), and old statistics. No symbolic link is followed, so nothing outside the cache folder is
         read or removed. Returns (entries removed, bytes freed)."""
-        before = self.stats()["bytes"]
+        before = self.size()
         entry_sizes = self._files("entries")
         kept: dict[Path, set[str]] = {}
         for path in sorted(entry_sizes, key=lambda p: _mtime(p)):
@@ -504,19 +615,23 @@ class Store:
                 self._remove(path)
         sizes = self._files("objects")
         by_sha = {p.name: s for p, s in sizes.items()}
-
-        def total() -> int:
-            live = set().union(*kept.values()) if kept else set()
-            return sum(entry_sizes[p] for p in kept) + sum(by_sha.get(sha, 0) for sha in live)
+        users = collections.Counter(sha for shas in kept.values() for sha in shas)  # entries naming each object
+        total = sum(entry_sizes[p] for p in kept) + sum(by_sha.get(sha, 0) for sha in users)
 
         removed, dropped = 0, set()
-        for path in list(kept):
-            if total() <= max_bytes:
+        for path in list(kept):  # oldest first
+            if total <= max_bytes:
                 break
             self._remove(path)
-            dropped |= kept.pop(path)
+            total -= entry_sizes[path]
+            for sha in kept.pop(path):
+                users[sha] -= 1
+                if not users[sha]:
+                    del users[sha]
+                    total -= by_sha.get(sha, 0)
+                    dropped.add(sha)
             removed += 1
-        live = set().union(*kept.values()) if kept else set()
+        live = set(users)
         now = time.time()
         for path in sizes:
             if path.name not in live and (path.name in dropped or now - _mtime(path) > 3600):
@@ -530,7 +645,7 @@ class Store:
                     # A writer killed long ago (a live one is younger), or what no writer makes: a link, a FIFO.
                     self._remove(path)
         self._trim_stats()
-        return removed, before - self.stats()["bytes"]
+        return removed, before - self.size()
 
     def _trim_stats(self, keep: int = 10000) -> None:
         try:

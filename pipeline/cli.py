@@ -3,10 +3,12 @@
     usdforge convert IN OUT_DIR [--package NAME=DIR]... [--xacro-arg NAME=VALUE]... [--allow-root DIR]...
                      [--config CFG.toml] [--force] [--cache DIR | --no-cache]
     usdforge info OUT.usda
-    usdforge cache stats|prune --max-size 5GB|clear [--cache DIR]
+    usdforge cache stats|prune [--max-size 5GB]|clear [--cache DIR]
 
 ``convert`` writes ``OUT_DIR/<name>.usd`` (plus its layers), restoring it from the build cache when that
-holds the same inputs' outputs. Any user error is one line on stderr and exit status 1; nothing is
+holds the same inputs' outputs. The build cache is ``$USDFORGE_CACHE``, else the user's cache folder
+(``$XDG_CACHE_HOME/usdforge``, i.e. ``~/.cache/usdforge``): a conversion leaves nothing in the folder it
+runs in but the output folder it was given. Any user error is one line on stderr and exit status 1; nothing is
 written.
 """
 
@@ -75,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="what $(optenv NAME) gives in a xacro IN (the process environment is never read; "
                               "repeatable)")
     convert.add_argument("--cache", metavar="DIR", help="build cache folder (default: $USDFORGE_CACHE, else "
-                                                        "build/cache in the working directory)")
+                                                        "$XDG_CACHE_HOME/usdforge, i.e. ~/.cache/usdforge)")
     convert.add_argument("--no-cache", action="store_true", help="neither restore from nor store into the cache")
     info = commands.add_parser("info", help="print where a converted USD file came from",
                                description="Print the provenance usdforge recorded in a USD file's "
@@ -84,32 +86,29 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("usd", metavar="OUT.usda", help="a USD file usdforge wrote (the interface layer)")
     cache = commands.add_parser("cache", help="inspect, prune or clear the build cache",
                                 description="The build cache holds conversion outputs and mesh geometry by "
-                                            "content hash (default: $USDFORGE_CACHE, else build/cache).")
+                                            "content hash (default: $USDFORGE_CACHE, else "
+                                            "~/.cache/usdforge; a library build's is build/cache: --cache "
+                                            "build/cache). It keeps itself under $USDFORGE_CACHE_MAX_SIZE "
+                                            "(default 5GB; 0: no limit), least recently used first.")
     cache.add_argument("action", choices=("stats", "prune", "clear"),
-                       help="stats: entries, size, hits of the last build; prune: drop least recently used "
-                            "artifacts down to --max-size; clear: empty it")
+                       help="stats: entries, size, what takes the room (by kind), hits of the last build; "
+                            "prune: drop least recently used artifacts down to --max-size; clear: empty it")
     cache.add_argument("--max-size", metavar="SIZE", type=_size,
-                       help="for prune: the size to keep at most (bytes, or with a unit: 500MB, 5GB)")
-    cache.add_argument("--cache", metavar="DIR", help="the cache folder (default: $USDFORGE_CACHE, else build/cache)")
+                       help="for prune: the size to keep at most (bytes, or with a unit: 500MB, 5GB; default: "
+                            "the cache's limit)")
+    cache.add_argument("--cache", metavar="DIR", help="the cache folder (default: $USDFORGE_CACHE, else "
+                                                      "~/.cache/usdforge)")
     return parser
 
 
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-
-
 def _size(text: str) -> int:
-    """``5GB`` → 5·10⁹ bytes (KiB, MiB, GiB for powers of two)."""
-    stripped = text.strip().upper()
-    number = stripped.rstrip("KMGTIB")
-    unit = stripped[len(number):]
+    """``5GB`` → 5·10⁹ bytes (``pipeline.cache.parse_size``)."""
+    from usdforge.pipeline.cache import parse_size
+
     try:
-        value = float(number)
-    except ValueError:
-        value = -1.0
-    if unit not in _UNITS or not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a size like 500MB or 5GB, found {text!r}")
-    return int(value * _UNITS[unit])
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _human(size: int) -> str:
@@ -130,8 +129,12 @@ def cache_command(args: argparse.Namespace) -> str:
     store = Store(folder)
     if args.action == "stats":
         stats = store.stats()
+        limit = stats["max_bytes"]
         lines = [f"cache: {stats['root']}", f"entries: {stats['entries']}", f"objects: {stats['objects']}",
-                 f"size: {_human(stats['bytes'])} ({stats['bytes']} bytes)"]
+                 f"size: {_human(stats['bytes'])} ({stats['bytes']} bytes) of "
+                 f"{_human(limit) + ' at most' if limit else 'no limit'}", "room by kind:"]
+        lines += [f"  {kind}: {_human(room['bytes'])} in {room['entries']} entries" for kind, room in
+                  stats["by_kind"].items()] or ["  (empty)"]
         last = stats["last_build"]
         if last:
             hits = sum(v["hits"] for v in last.values())
@@ -142,11 +145,13 @@ def cache_command(args: argparse.Namespace) -> str:
             lines.append("last build: no lookups recorded")
         return "\n".join(lines)
     if args.action == "prune":
-        if args.max_size is None:
-            raise ConfigError("cache prune: give --max-size SIZE (e.g. 5GB)")
-        removed, freed = store.prune(args.max_size)
+        limit = args.max_size if args.max_size is not None else store.max_bytes
+        if limit is None:
+            raise ConfigError("cache prune: the cache has no size limit (USDFORGE_CACHE_MAX_SIZE=0): give "
+                              "--max-size SIZE (e.g. 5GB)")
+        removed, freed = store.prune(limit)
         return f"pruned {removed} artifact(s), freed {_human(freed)}; {store.root} now holds " \
-               f"{_human(store.stats()['bytes'])}"
+               f"{_human(store.size())}"
     store.clear()
     return f"cleared {store.root}"
 

@@ -79,7 +79,7 @@ class AssetConverterBase:
     stores its outputs there, and reads and stores robot mesh geometry there too.
 
     cache: the cache folder (or a ``pipeline.cache.Store``); None: ``$USDFORGE_CACHE``, else
-        ``build/cache`` under the working directory; False: no cache.
+        the user's cache folder (``$XDG_CACHE_HOME/usdforge``, i.e. ``~/.cache/usdforge``); False: no cache.
 
     After construction: ``converted`` is True when the outputs were written (converted or restored),
     ``restored`` when they came from the cache, ``reasons`` says why they were out of date, ``cache_key``
@@ -196,7 +196,7 @@ class AssetConverterBase:
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
                                       "element": w.element, "line": w.line, **({"note": True} if is_note(w) else {})}
                                      for w in warned]}
-                outputs.update(store.put_entry(key, files, meta) or {})
+                outputs.update(store.put_entry(key, files, meta, kind=self.kind) or {})
             return written
 
         def make_key(written: dict[str, Path]) -> str:

@@ -207,7 +207,7 @@ class _KeyMismatch(Exception):
     code or library versions), so its files are not the outputs this machine's lazy key would describe."""
 
 
-def _doit_side_store(cache: str | None, result: dict[str, Any] | None = None) -> Any:
+def _doit_side_store(cache: str | None, result: dict[str, Any] | None = None, kind: str | None = None) -> Any:
     """The build cache as the doit side of a cluster build sees it, a ``pipeline.cache.Store`` handed to the
     converter (so the outputs are written, and the lazy key made, exactly as on a local cache hit):
 
@@ -241,7 +241,7 @@ def _doit_side_store(cache: str | None, result: dict[str, Any] | None = None) ->
                 raise ValueError(f"the artifact of the Dask worker for {key} names a file outside its output "
                                  f"folder ({problem}): nothing written")
             if real is not None and not result["shared_cache"] and real.entry(key) is None:
-                real.put_entry(key, result["files"], result["meta"])
+                real.put_entry(key, result["files"], result["meta"], kind=kind)
             return Artifact(result["files"], result["meta"],
                             {name: sha256_bytes(data) for name, data in result["files"].items()})
 
@@ -253,7 +253,8 @@ def _doit_side_store(cache: str | None, result: dict[str, Any] | None = None) ->
             elif not result["shared_cache"]:  # the worker recorded its lookup there itself otherwise
                 real.record(kind, hit=bool(result["restored"]))
 
-        def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None) -> dict[str, str] | None:
+        def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None,
+                      kind: str | None = None) -> dict[str, str] | None:
             raise RuntimeError("the doit side of a cluster build never converts")
 
         put_bytes = put_entry
@@ -313,7 +314,7 @@ def run_on_cluster(name: str, kind: str, cfg_json: str, cache: str | None, root:
     restore_json = cfg_json if not cfg.force_usd_conversion else cfg_to_json(
         attrs.evolve(cfg, force_usd_conversion=False))
     try:
-        done = _on_doit_side(kind, restore_json, _doit_side_store(cache, result), root, result["seconds"])
+        done = _on_doit_side(kind, restore_json, _doit_side_store(cache, result, kind), root, result["seconds"])
     except _KeyMismatch:
         return TaskFailed(_mismatch(name, result["worker"]))
     if isinstance(done, TaskFailed):
@@ -439,9 +440,10 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None, exp
             self.captured: dict[str, tuple[dict[str, bytes], Any]] = {}  # key → (files, meta)
             self.stored: dict[str, bool] = {}  # key → whether the cache folder holds it
 
-        def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None) -> dict[str, str] | None:
+        def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None,
+                      kind: str | None = None) -> dict[str, str] | None:
             self.captured[key] = (dict(files), meta)
-            stored = super().put_entry(key, files, meta)
+            stored = super().put_entry(key, files, meta, kind)
             self.stored[key] = stored is not None
             return stored
 

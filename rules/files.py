@@ -164,7 +164,7 @@ def _image_problems(paths: list[Path]) -> dict[Path, str | None]:
         verdict = verdicts[path]
         if verdict is not None and problems[path] is None:
             verdict[0].record("texture-decoded", hit=False)
-            verdict[0].put_entry(verdict[1], {}, meta={"artifact": "texture-decoded"})
+            verdict[0].put_entry(verdict[1], {}, meta={"artifact": "texture-decoded"}, kind="texture-decoded")
     return problems
 
 

@@ -310,6 +310,49 @@ def test_prune_drops_least_recently_used_artifacts_first(tmp_path):
     assert store.stats()["entries"] == 0 and store.get_bytes(orphan) is not None  # young orphans stay
 
 
+def test_the_cache_keeps_its_size_limit_least_recently_used_first_and_stats_say_what_takes_the_room(
+        tmp_path, monkeypatch, capsys):
+    """A store over its limit (``USDFORGE_CACHE_MAX_SIZE``) prunes as it writes, least recently used first,
+    down to 80 % of it; ``usdforge cache stats`` names the kinds of artifact taking the room."""
+    monkeypatch.setenv("USDFORGE_CACHE_MAX_SIZE", "20KB")
+    store = Store(tmp_path / "cache")
+    assert store.max_bytes == 20_000
+    now = time.time()
+    for name, age in (("a", 0), ("b", 300), ("c", 200)):
+        key = name.ljust(64, "0")
+        store.put_entry(key, {"part": name.encode() * 6000}, kind="mesh-geometry" if name != "c" else "urdf")
+        os.utime(tmp_path / "cache" / "entries" / key[:2] / f"{key}.json", (now - age,) * 2)
+    assert store.size() < 20_000 and store.stats()["entries"] == 3  # under the limit: nothing pruned
+    assert main(["cache", "stats", "--cache", str(tmp_path / "cache")]) == 0
+    printed = capsys.readouterr().out
+    assert "of 20.0 KB at most" in printed
+    assert "  mesh-geometry: 12." in printed and "in 2 entries" in printed and "  urdf: 6." in printed, printed
+    store.put_entry("d".ljust(64, "0"), {"part": b"d" * 6000}, kind="mjcf")  # 4 x 6 kB: over the limit
+    assert store.size() <= 16_000
+    assert [store.entry(n.ljust(64, "0")) is not None for n in "abcd"] == [True, False, False, True]
+    assert Store(tmp_path / "cache").stats()["objects"] == 2  # the dropped entries' objects went with them
+
+
+def test_a_one_off_conversion_leaves_nothing_but_its_output_folder_and_caches_in_the_users_folder(
+        tmp_path, monkeypatch):
+    """``usdforge convert IN out`` (and the Python API) without a cache setting use
+    ``$XDG_CACHE_HOME/usdforge``: the folder it runs in holds only ``out`` afterwards."""
+    (tmp_path / "src").mkdir()
+    asset = textured_obj(tmp_path / "src")
+    here = tmp_path / "empty"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.delenv("USDFORGE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert main(["convert", "-q", str(asset), "out"]) == 0
+    assert sorted(os.listdir(here)) == ["out"]
+    assert (here / "out" / "crate.usd").is_file()
+    user_cache = Store(tmp_path / "xdg" / "usdforge")
+    assert user_cache.stats()["by_kind"]["mesh"]["entries"] == 1
+    again = MeshConverter(MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "api-out")))
+    assert again.restored and sorted(os.listdir(here)) == ["out"]
+
+
 def test_an_unwritable_cache_degrades_to_no_cache_with_one_warning(tmp_path, caplog):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be")
@@ -342,9 +385,10 @@ def test_a_byte_identical_copy_elsewhere_is_up_to_date_and_provenance_is_locatio
     assert elsewhere.cache_key == first.cache_key
 
 
-def test_mjcf_compiled_model_is_reused_on_a_cfg_edit_and_not_after_a_mesh_edit(tmp_path, build_cache):
+def test_mjcf_compiled_model_is_reused_on_a_cfg_edit_and_not_after_a_mesh_edit(tmp_path, build_cache, monkeypatch):
     """MuJoCo's compiled model (MJB) comes from the cache when only the cfg changed; a mesh edit compiles
-    again; either way the output is byte for byte a conversion without the cache."""
+    again; either way the output is byte for byte a conversion without the cache. By default a model that
+    compiles in a fraction of a second is not stored (it does not pay for its room); ``all`` stores it."""
     import attrs
 
     from usdforge.pipeline import MjcfConverter
@@ -353,7 +397,13 @@ def test_mjcf_compiled_model_is_reused_on_a_cfg_edit_and_not_after_a_mesh_edit(t
     shutil.copytree(REPO / "assets" / "robots" / "pan_tilt", tmp_path / "pan_tilt")
     source = tmp_path / "pan_tilt" / "pan_tilt.xml"
     cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
+    monkeypatch.delenv("USDFORGE_CACHE_COMPILED", raising=False)
+    MjcfConverter(attrs.evolve(cfg, usd_dir=str(tmp_path / "auto")), cache=tmp_path / "auto-cache")
+    kinds = Store(tmp_path / "auto-cache").stats()["by_kind"]
+    assert "mjcf" in kinds and "mjcf-compiled" not in kinds, kinds
+    monkeypatch.setenv("USDFORGE_CACHE_COMPILED", "all")
     MjcfConverter(cfg, cache=build_cache)
+    assert Store(build_cache).stats()["by_kind"]["mjcf-compiled"]["entries"] == 1
     edited = attrs.evolve(cfg, override_gain_prm=(321.0,))
     rebuilt = MjcfConverter(edited, cache=build_cache)
     assert rebuilt.converted and not rebuilt.restored
@@ -456,7 +506,7 @@ def test_inputs_modified_just_now_are_not_stamped(tmp_path, monkeypatch):
     assert fingerprint.settled([1, whole - 2_000_000_000, whole - 2_000_000_000, 1]) is True
 
 
-def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build_cache, caplog):
+def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build_cache, caplog, monkeypatch):
     """The MJB is hashed before MuJoCo reads it: a flipped bit is a miss with a warning, never a model."""
     import json
 
@@ -465,10 +515,11 @@ def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build
     from usdforge.pipeline import MjcfConverter
     from usdforge.schemas import MjcfConverterCfg
 
+    monkeypatch.setenv("USDFORGE_CACHE_COMPILED", "all")
     shutil.copytree(REPO / "assets" / "robots" / "pan_tilt", tmp_path / "pan_tilt")
     cfg = MjcfConverterCfg(asset_path=str(tmp_path / "pan_tilt" / "pan_tilt.xml"), usd_dir=str(tmp_path / "out"))
     MjcfConverter(cfg, cache=build_cache)
-    shas = [json.loads(p.read_text())["files"].get("model.mjb") for p in (build_cache / "entries").rglob("*.json")]
+    shas = [json.loads(p.read_text())["files"].get("model.mjb.zlib") for p in (build_cache / "entries").rglob("*.json")]
     (sha,) = [s for s in shas if s]
     mjb = build_cache / "objects" / sha[:2] / sha
     data = bytearray(mjb.read_bytes())

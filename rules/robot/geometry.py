@@ -249,7 +249,7 @@ class Shapes:
             return cached.files[_GEOMETRY_FILE], None
         for item in deferred:
             self._author_prototype(*item)
-        return None, lambda data: store.put_entry(key, {_GEOMETRY_FILE: data})
+        return None, lambda data: store.put_entry(key, {_GEOMETRY_FILE: data}, kind="geometry-layer")
 
     def _decompose(self, parts: list[MeshPart]) -> list[MeshPart]:
         coacd = self._decomposer()

@@ -335,7 +335,7 @@ class MeshLibrary:
                 pass  # an artifact of another layout: read the file
         parts = self._read_file(path)
         if all(part.image is None for part in parts):  # in-memory textures are not stored
-            store.put_entry(key, {_PARTS_FILE: parts_to_bytes(parts, path.parent)})
+            store.put_entry(key, {_PARTS_FILE: parts_to_bytes(parts, path.parent)}, kind="mesh-geometry")
         return parts
 
     def _read_file(self, path: Path) -> list[MeshPart]:
