@@ -1,5 +1,5 @@
-"""``<stem>.convert.json`` beside a conversion's output: how long the last real conversion took (s), the
-warnings it issued and its notes (``rules.conversion_warnings``: what was kept or ignored harmlessly, how
+"""``<stem>.convert.json`` beside a conversion's output: how long the last real conversion took (wall and
+CPU seconds, and when it started: ``pipeline.stage_time``), the warnings it issued and its notes (``rules.conversion_warnings``: what was kept or ignored harmlessly, how
 each ROS package resolved), for ``doit report``. Written by the ``convert`` task; not one of its targets."""
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ def _mtime(path: Path) -> int | None:
 
 @attrs.define
 class Recording:
-    """What ``recording`` saw: wall time (s), warning and note messages, and when it started (ns)."""
+    """What ``recording`` saw: wall time (s), CPU time (s; None when it ran elsewhere, on a Dask worker),
+    warning and note messages, and when it started (ns)."""
 
     seconds: float = 0.0
+    cpu_seconds: float | None = None
     messages: list[str] = attrs.field(factory=list)
     notes: list[str] = attrs.field(factory=list)
     started_ns: int = attrs.field(factory=time.time_ns)
@@ -46,15 +48,19 @@ class Recording:
         if record.is_file() and key_mtime is not None and key_mtime < self.started_ns:
             remove_stale_writes(record)  # a build killed while rewriting it
             return
-        write_text_atomically(record, json.dumps({"seconds": round(self.seconds, 3), "warnings": self.messages,
-                                                  "notes": self.notes}, indent=1) + "\n")
+        cpu = None if self.cpu_seconds is None else round(self.cpu_seconds, 3)
+        write_text_atomically(record, json.dumps({"seconds": round(self.seconds, 3), "cpu_seconds": cpu,
+                                                  "started": round(self.started_ns / 1e9, 3),
+                                                  "warnings": self.messages, "notes": self.notes}, indent=1) + "\n")
 
 
 @contextlib.contextmanager
 def recording() -> Iterator[Recording]:
     """Time the block and collect its warnings; they are shown as usual when it ends."""
+    from usdforge.pipeline.stage_time import cpu_seconds
+
     result = Recording()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_seconds()
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -62,6 +68,7 @@ def recording() -> Iterator[Recording]:
             yield result
     finally:
         result.seconds = time.perf_counter() - started
+        result.cpu_seconds = cpu_seconds() - cpu
         from usdforge.rules.conversion_warnings import is_note
 
         result.messages = [str(w.message) for w in caught if not is_note(w.message)]

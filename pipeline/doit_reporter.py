@@ -18,6 +18,9 @@ class UsdforgeReporter(ConsoleReporter):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        from usdforge.pipeline.stage_time import mark_run_started
+
+        mark_run_started()  # the report's wall time of the run (its workers inherit it)
         self._deferred: list = []  # tasks to run at the end although a dependency failed
 
     def add_failure(self, task, fail) -> None:

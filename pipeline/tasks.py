@@ -276,7 +276,7 @@ def _run_conversion(kind: str, cfg_json: str, cache: Any, root: str,
     key = read_key(usd_dir / key_name)
     outputs = [key_name, *(key.outputs if key else {})]
     if seconds is not None:
-        record.seconds = seconds
+        record.seconds, record.cpu_seconds = seconds, None  # converted on a worker: its CPU time is not known here
     record.save(usd_dir, converter.usd_file_name, usd_dir / key_name)
     # Digests already taken are not taken again: the inputs' when unchanged since the conversion hashed
     # them, the outputs' when this call wrote them (the key records their digests).

@@ -4,7 +4,7 @@
   result ``<usd_dir>/<stem>.verify.json`` whatever the outcome, and fails when the asset fails, one line
   per error: asset, prim, check, message (``doit --continue verify`` verifies every asset regardless).
 - ``thumbnail:<name>`` renders the asset's pictures from its USD (``pipeline.report.render``) into
-  ``<build>/report/images/``.
+  ``<build>/report/images/``, with how long that took (``<name>.timing.json``).
 - ``report`` writes ``<build>/report/index.html`` and a page per asset from those results and pictures.
   It reads the results without depending on the verify tasks, so that ``doit --continue convert verify
   report`` reports failed assets too; it re-runs when a result or a picture changed.
@@ -29,7 +29,7 @@ from usdforge.pipeline.tasks import DEFAULT_BUILD_DIR, DEFAULT_LIBRARY
 from usdforge.rules.verify.asset import CHECKS_VERSION
 
 #: Bumped when the pictures change for the same USD.
-RENDER_VERSION = 2
+RENDER_VERSION = 3
 THUMBNAIL_SIZE = (320, 240)
 VIEW_SIZE = (640, 480)
 ENGINES = ("newton", "mujoco-usd", "isaaclab")
@@ -47,6 +47,11 @@ def image_paths(name: str, build_dir: str | Path) -> dict[str, str]:
     return {"thumb": str(folder / f"{name}.png"), **{view: str(folder / f"{name}-{view}.png") for view in VIEWS}}
 
 
+def timing_path(name: str, build_dir: str | Path) -> str:
+    """The wall and CPU time of rendering the asset's pictures (``pipeline.stage_time.timed``)."""
+    return str(Path(build_dir) / "report" / "images" / f"{name}.timing.json")
+
+
 def _usd_files(spec: dict[str, Any]) -> list[str]:
     return [t for t in spec["targets"] if not t.endswith(".usdforge.toml")]
 
@@ -56,16 +61,18 @@ def run_verify(name: str, kind: str, source: str, usd_path: str, cfg_json: str, 
     """doit action: verify one asset, write its JSON result (with the conversion's record) atomically;
     print its failures."""
     from usdforge.pipeline.conversion_record import record_path
+    from usdforge.pipeline.stage_time import timed
     from usdforge.rules.verify.asset import failure_lines, verify_asset
 
-    result = verify_asset(kind, source, usd_path, json.loads(cfg_json), build_dir, ENGINES)
+    with timed() as timing:
+        result = verify_asset(kind, source, usd_path, json.loads(cfg_json), build_dir, ENGINES)
     try:
         conversion = json.loads(record_path(Path(usd_path).parent, Path(usd_path).name).read_text())
     except (OSError, ValueError):
         conversion = {}  # converted before conversions were recorded
-    result = {"name": name, **result, "conversion": {"seconds": conversion.get("seconds"),
-                                                      "warnings": conversion.get("warnings", []),
-                                                      "notes": conversion.get("notes", [])}}
+    result = {"name": name, **result, "verify_timing": timing,
+              "conversion": {field: conversion.get(field) for field in ("seconds", "cpu_seconds", "started")}
+              | {"warnings": conversion.get("warnings", []), "notes": conversion.get("notes", [])}}
     write_text_atomically(Path(result_path), json.dumps(result, indent=1, sort_keys=True) + "\n")
     lines = failure_lines(name, result)
     if lines:
@@ -95,18 +102,22 @@ def verify_tasks(library_path: str | Path = DEFAULT_LIBRARY,
         }
 
 
-def render_asset(usd_path: str, images: dict[str, str]) -> None | TaskFailed:
-    """doit action: the asset's thumbnail and views."""
+def render_asset(usd_path: str, images: dict[str, str], timing_file: str | None = None) -> None | TaskFailed:
+    """doit action: the asset's thumbnail and views, and how long they took (JSON at ``timing_file``)."""
     from usdforge.pipeline.report.render import MissingRenderer, render_views
     from usdforge.pipeline.report.views import VIEWS
+    from usdforge.pipeline.stage_time import timed
 
     outputs = {view: path for view, path in images.items() if view != "thumb"}
     sizes = {view: VIEW_SIZE for view in outputs}
     try:
-        render_views(usd_path, outputs, sizes)
-        render_views(usd_path, {next(iter(VIEWS)): images["thumb"]}, {next(iter(VIEWS)): THUMBNAIL_SIZE})
+        with timed() as timing:
+            render_views(usd_path, outputs, sizes)
+            render_views(usd_path, {next(iter(VIEWS)): images["thumb"]}, {next(iter(VIEWS)): THUMBNAIL_SIZE})
     except MissingRenderer as exc:
         return TaskFailed(str(exc))
+    if timing_file is not None:
+        write_text_atomically(Path(timing_file), json.dumps(timing) + "\n")
     return None
 
 
@@ -117,10 +128,11 @@ def thumbnail_tasks(library_path: str | Path = DEFAULT_LIBRARY,
         if "error" in spec:
             continue
         images = image_paths(spec["name"], build_dir)
+        timing = timing_path(spec["name"], build_dir)
         yield {"name": spec["name"], "doc": f"render {spec['name']} from its USD",
-               "file_dep": _usd_files(spec), "targets": list(images.values()), "clean": True,
+               "file_dep": _usd_files(spec), "targets": [*images.values(), timing], "clean": True,
                "uptodate": [config_changed({"render": RENDER_VERSION})],
-               "actions": [(render_asset, [spec["usd_path"], images])]}
+               "actions": [(render_asset, [spec["usd_path"], images, timing])]}
 
 
 def _stamps(paths: list[str]) -> dict[str, list[int]]:
@@ -140,12 +152,13 @@ def results_unchanged(task: Any, values: dict[str, Any]) -> bool:
     return read is not None and _stamps(list(read)) == read
 
 
-def write_report_action(entries: list[dict[str, Any]], build_dir: str) -> dict[str, Any]:
+def write_report_action(entries: list[dict[str, Any]], build_dir: str,
+                        library_dir: str | None = None) -> dict[str, Any]:
     from usdforge.pipeline.report.html import write_report
 
-    results = [entry[field] for entry in entries for field in ("result", "failure") if field in entry]
+    results = [entry[field] for entry in entries for field in ("result", "failure", "record") if field in entry]
     stamps = _stamps(results)
-    write_report(entries, Path(build_dir) / "report")
+    write_report(entries, Path(build_dir) / "report", library_dir)
     return {"results": stamps}
 
 
@@ -156,6 +169,7 @@ def report_tasks(library_path: str | Path = DEFAULT_LIBRARY,
     It depends on every asset's pictures (so on its conversion); when one of those fails, doit does not run
     it, and ``UsdforgeReporter`` writes it at the end of the run instead (``meta["despite_failures"]``):
     the failed entries first, each with its one-line error (``tasks.failure_path``), the others as usual."""
+    from usdforge.pipeline.conversion_record import record_path
     from usdforge.pipeline.tasks import failure_path
 
     entries, deps = [], []
@@ -164,12 +178,16 @@ def report_tasks(library_path: str | Path = DEFAULT_LIBRARY,
             entries.append({"name": spec["name"], "error": spec["error"]})
             continue
         images = image_paths(spec["name"], build_dir)
+        usd_path = Path(spec["usd_path"])
         entries.append({"name": spec["name"], "kind": spec["kind"], "source": spec["source"],
                         "result": verify_result_path(spec), "images": images,
+                        "timing": timing_path(spec["name"], build_dir),
+                        "record": str(record_path(usd_path.parent, usd_path.name)),
                         "failure": str(failure_path(build_dir, spec["name"]))})
         deps.extend(images.values())
     report = Path(build_dir) / "report"
     yield {"basename": "report", "doc": f"write {report / 'index.html'}: every asset at a glance",
            "file_dep": deps, "targets": [str(report / "index.html")], "clean": True,
            "uptodate": [config_changed({"entries": entries}), results_unchanged],
-           "actions": [(write_report_action, [entries, str(build_dir)])], "meta": {"despite_failures": True}}
+           "actions": [(write_report_action, [entries, str(build_dir), str(Path(library_path).absolute().parent)])],
+           "meta": {"despite_failures": True}}

@@ -98,16 +98,21 @@ function images(doc) {
 window.addEventListener('load', () => {
   const d = document.getElementById('index').contentDocument;
   const rows = [...d.querySelectorAll('tr.asset')].map(r => ({name: r.dataset.name, status: r.dataset.status,
-      warnings: r.dataset.warnings, images: images(r), link: (r.querySelector('a') || {}).href || null}));
+      warnings: r.dataset.warnings, notes: r.dataset.notes, images: images(r), text: r.innerText,
+      link: (r.querySelector('a') || {}).href || null}));
   const summary = {};
   d.querySelectorAll('#summary dd').forEach(e => { summary[e.dataset.key] = e.textContent; });
+  const stages = {};
+  d.querySelectorAll('#stages tr[data-stage]').forEach(r => {
+    stages[r.dataset.stage] = [...r.querySelectorAll('td')].map(c => c.textContent); });
   const pages = {};
   document.querySelectorAll('iframe.page').forEach(f => {
     const doc = f.contentDocument;
     pages[f.dataset.name] = {images: images(doc), joints: doc.querySelectorAll('h2 + p + table tbody tr').length,
-                             title: doc.title};
+                             title: doc.title, html: doc.documentElement.outerHTML};
   });
-  document.getElementById('out').textContent = JSON.stringify({rows, summary, pages});
+  const html = d.documentElement.outerHTML;
+  document.getElementById('out').textContent = JSON.stringify({rows, summary, stages, pages, html});
 });
 </script></body></html>
 """
@@ -129,11 +134,21 @@ def read_harness(report: Path, names: list[str], tmp_path: Path) -> dict:
 
 
 def test_report_opens_in_headless_chromium_with_every_row_image_and_figure(tmp_path):
+    """Also: the failed row says why, no page holds an absolute path of the build or the library, and the
+    summary's figures are those of the run (its wall time against the test's clock, its CPU times against
+    the CPU the run's processes used)."""
+    import resource
+    import time
+
     browser = chromium()  # skips before the slow build when there is no browser
     work = tmp_path / "work"
     work.mkdir()
     library = write_library(tmp_path / "lib", broken=True)
+    children, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     built = doit(work, "--continue", "convert", "verify", "report", library=library)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
     # The misconfigured entry fails its conversion; everything else builds and the report still appears.
     assert built.returncode != 0 and "bent" in built.stdout + built.stderr
     assert ran(built, "verify") == ["verify:box", "verify:pan_tilt", "verify:plate", "verify:tiny_arm"]
@@ -150,14 +165,29 @@ def test_report_opens_in_headless_chromium_with_every_row_image_and_figure(tmp_p
         assert len(row["images"]) == 1 and row["images"][0]["ok"], row
         assert row["images"][0]["width"] == 320
         assert row["link"].endswith(f"assets/{row['name']}.html")
-    from usdforge.pipeline.report.html import warnings_of
+    assert "scale" in rows[0]["text"], rows[0]  # the failed row says why
+    from usdforge.pipeline.report.html import notes_of, warnings_of
 
+    run_seconds = float(found["summary"].pop("run_seconds"))
     expected = {"assets": "5", "passed": "4", "failed": "1",
                 "warnings": str(sum(len(warnings_of(r)) for r in results.values())),
-                "build_seconds": str(round(sum(r["conversion"]["seconds"] for r in results.values()), 2))}
+                "notes": str(sum(len(notes_of(r)) for r in results.values()))}
     assert found["summary"] == expected
-    assert {row["name"]: int(row["warnings"]) for row in rows[1:]} == \
-        {name: len(warnings_of(r)) for name, r in results.items()}
+    assert int(expected["notes"]) > 0  # pan_tilt's MuJoCo data: a note, not a warning
+    assert {row["name"]: (int(row["warnings"]), int(row["notes"])) for row in rows[1:]} == \
+        {name: (len(warnings_of(r)), len(notes_of(r))) for name, r in results.items()}
+    # The run's wall time: from the doit process's start to the report's writing, within the test's clock.
+    assert 0.5 * wall < run_seconds <= wall, (run_seconds, wall)
+    stages = {stage: [float(v) if v != "–" else None for v in cells[1:]] for stage, cells in found["stages"].items()}
+    assert {stage: values[:2] for stage, values in stages.items()} == {s: [4, 4] for s in ("convert", "verify",
+                                                                                           "thumbnails")}
+    spent = sum(values[3] for values in stages.values())
+    assert 0 < spent <= cpu, (spent, cpu)  # the rest: doit's processes, their imports, the report
+    convert = sum(r["conversion"]["cpu_seconds"] for r in results.values())
+    assert stages["convert"][3] == pytest.approx(convert, abs=0.15)
+    for page in [found["html"], *(page["html"] for page in found["pages"].values())]:
+        for folder in (work / "build", tmp_path / "lib", REPO):
+            assert str(folder) not in page
     for name in good:
         page = found["pages"][name]
         assert len(page["images"]) == 4 and all(image["ok"] and image["width"] == 640 for image in page["images"])
@@ -225,3 +255,60 @@ def test_the_report_is_written_when_an_entry_fails_to_convert(tmp_path):
     fixed = doit(work, "convert", "verify", "report", library=library)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert 'data-name="broken" data-status="passed"' in index.read_text()
+
+
+def test_a_row_that_failed_verification_names_its_check_and_the_page_shows_the_engines_log(tmp_path):
+    """The index row of an asset that failed a check carries that check's first error; its page shows the
+    finding's full log (``Finding.log``) with no absolute path of the build or the library; the source column
+    tells two sources of one name apart."""
+    from usdforge.pipeline.report.html import write_report
+
+    build, library = tmp_path / "work" / "build", tmp_path / "lib"
+    facts = {"bodies": 1, "joints": {}, "meshes": 1, "actuators": 0, "mass": 1.0, "joint_table": [], "body_table": []}
+    log = f'Traceback (most recent call last):\n  File "{build}/venv-newton/lib/load.py", line 3\nValueError: bad inertia'
+    entries = []
+    for name, folder, status in (("left", "a", "failed"), ("right", "b", "passed")):
+        source = library / folder / "hand.xml"
+        usd = build / "usd" / name / "hand.usda"
+        result = {"name": name, "status": status, "kind": "mjcf", "source": str(source), "usd_path": str(usd),
+                  "facts": facts, "output_bytes": 10, "conversion": {"warnings": [], "notes": []}, "checks": [
+                      {"name": "newton-load", "status": status, "detail": f"loaded {usd}", "seconds": 0.5,
+                       "findings": [{"check": "newton-load", "prim": "/hand/palm", "severity": "error",
+                                     "message": f"Newton loads 0 bodies, {source} has 1", "log": log}]
+                       if status == "failed" else []}]}
+        path = tmp_path / f"{name}.verify.json"
+        path.write_text(json.dumps(result))
+        entries.append({"name": name, "kind": "mjcf", "source": str(source), "result": str(path),
+                        "images": {"thumb": str(build / "report/images" / f"{name}.png")}})
+    index = write_report(entries, build / "report", library).read_text()
+    failed_row = index.split('data-name="left"')[1].split("</tr>")[0]
+    assert "newton-load: /hand/palm: Newton loads 0 bodies, a/hand.xml has 1" in failed_row
+    assert ">a/hand.xml<" in failed_row and ">b/hand.xml<" in index.split('data-name="right"')[1]
+    page = (build / "report" / "assets" / "left.html").read_text()
+    assert "full log" in page and "ValueError: bad inertia" in page and "../venv-newton/lib/load.py" in page
+    for text in (index, page):
+        assert str(build) not in text and str(library) not in text
+
+
+def test_invisible_geoms_are_not_drawn_and_a_black_robot_reads_as_a_shaded_shape(tmp_path):
+    """MJCF ``rgba`` alpha 0 (an invisible helper) draws nothing; a black material is drawn as a shaded
+    grey shape, not a black silhouette: its pixels are lit and differ from one face to the next."""
+    pytest.importorskip("vtk", reason="the report's pictures need VTK: pip install 'usdforge[report]'")
+    import numpy as np
+    from PIL import Image
+
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.pipeline.report.render import render_views
+    from usdforge.schemas import MjcfConverterCfg
+
+    source = tmp_path / "dark.xml"
+    source.write_text("""<mujoco><worldbody><body name="b"><freejoint/>
+      <geom type="box" size="0.1 0.1 0.1" rgba="0.02 0.02 0.02 1"/>
+      <geom type="box" size="2 2 0.01" pos="0 0 0.5" rgba="1 0 0 0"/></body></worldbody></mujoco>""")
+    usd = MjcfConverter(MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out")), cache=False).usd_path
+    picture = tmp_path / "dark.png"
+    assert render_views(usd, {"iso": picture}, {"iso": (160, 120)}) == 1  # the alpha-0 plate is not drawn
+    pixels = np.asarray(Image.open(picture).convert("L"), dtype=float)
+    shape = pixels[pixels < 200]  # the background is a light gradient
+    assert shape.size > 500, "the box is framed and fills part of the picture"
+    assert shape.mean() > 40 and shape.std() > 8, (shape.mean(), shape.std())

@@ -1,15 +1,34 @@
 """The report's static HTML: ``index.html`` (summary and one row per asset, failures first) and
 ``assets/<name>.html`` (larger pictures, checks, joint and body tables). Plain HTML and CSS, no script,
-no server; every figure comes from the assets' verify results (``<stem>.verify.json``)."""
+no server; every figure comes from the assets' verify results (``<stem>.verify.json``), conversion
+records (``<stem>.convert.json``) and rendering times (``images/<name>.timing.json``).
+
+What the summary counts:
+
+- **wall time of this run**: from the start of the doit process that wrote the report to its writing
+  (``pipeline.stage_time``); None when written outside a doit run;
+- **per stage** (convert, verify, thumbnails): wall and CPU seconds summed over the assets' last real
+  runs of that stage, and how many of them ran in this run (an up-to-date asset keeps its earlier figures);
+- **warnings**: what changes the simulation or the picture (the conversion's warnings and the checks'
+  warning findings); **notes**: routine lines (kept as MuJoCo data, ignored harmlessly), counted apart.
+
+No page holds an absolute path (``pipeline.report.paths``): build outputs are shown relative to the
+report's folder, sources relative to the library's folder.
+"""
 
 from __future__ import annotations
 
 import json
+import time
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from usdforge.pipeline.atomic import write_text_atomically
+from usdforge.pipeline.report.paths import Relative, distinct_names
+
+#: The stages whose time the summary shows (``stage_timing``).
+STAGES = ("convert", "verify", "thumbnails")
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fafaf8}
@@ -26,6 +45,9 @@ img.thumb{width:160px;height:120px;object-fit:contain;border:1px solid #ddd;back
 #summary{display:flex;gap:28px;margin:0 0 18px;padding:0}#summary div{background:#fff;border:1px solid #e3e3e0;
 padding:8px 14px}#summary dt{font-size:12px;color:#666}#summary dd{margin:0;font-size:20px;font-weight:600}
 .num{text-align:right;font-variant-numeric:tabular-nums}code{font-size:12px}ul{margin:4px 0;padding-left:18px}
+.reason{font-size:12px;color:#8a1010;margin-top:4px;max-width:28em}table.stages{width:auto;margin:0 0 18px}
+pre.log{max-height:24em;overflow:auto;background:#f4f4f0;padding:8px;font-size:11px;white-space:pre-wrap}
+small.where{color:#666}
 """
 
 
@@ -53,11 +75,24 @@ def _write(path: Path, text: str) -> None:
     write_text_atomically(path, text)
 
 
+def _json(path: str | None) -> dict[str, Any] | None:
+    """The JSON object in the file at ``path``; None when absent or unreadable."""
+    if path is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def load_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per entry: its verify result (or the error that kept it from being converted)."""
+    """One row per entry: its verify result (or the error that kept it from being converted), its
+    conversion record and the time its pictures took."""
     rows = []
     for entry in entries:
-        row = {"name": entry["name"], "entry": entry}
+        row = {"name": entry["name"], "entry": entry, "record": _json(entry.get("record")),
+               "timing": _json(entry.get("timing"))}
         failure = _failure(entry.get("failure"))
         if "error" in entry:
             row.update(status="failed", error=entry["error"])
@@ -95,23 +130,68 @@ def warnings_of(result: dict[str, Any]) -> list[str]:
     return found
 
 
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The figures at the top of the report."""
+def notes_of(result: dict[str, Any]) -> list[str]:
+    """The conversion's notes: routine lines that change neither the simulation nor the picture."""
+    return list((result.get("conversion") or {}).get("notes") or [])
+
+
+def stage_timing(row: dict[str, Any], stage: str) -> dict[str, Any] | None:
+    """The row's last real run of ``stage``: {"seconds", "cpu_seconds", "started"} (None: never ran, or
+    ran before such figures were kept). The conversion's comes from its record, else its verify result."""
+    result = row.get("result") or {}
+    if stage == "convert":
+        return row.get("record") or result.get("conversion")
+    if stage == "verify":
+        return result.get("verify_timing")
+    return row.get("timing")
+
+
+def summary(rows: list[dict[str, Any]], run_started: float | None = None,
+            now: float | None = None) -> dict[str, Any]:
+    """The figures at the top of the report (module docstring). run_started: when this doit run began (s
+    since the epoch; None: not in a run); now: when the report is written (default: now)."""
     results = [r["result"] for r in rows if "result" in r]
+    now = time.time() if now is None else now
+    stages = {}
+    for stage in STAGES:
+        timings = [t for t in (stage_timing(row, stage) for row in rows) if t and t.get("seconds") is not None]
+        cpu = [t["cpu_seconds"] for t in timings if t.get("cpu_seconds") is not None]
+        stages[stage] = {"assets": len(timings),
+                         "this_run": sum(run_started is not None and (t.get("started") or 0) >= run_started
+                                         for t in timings),
+                         "seconds": round(sum(t["seconds"] for t in timings), 2),
+                         "cpu_seconds": round(sum(cpu), 2) if len(cpu) == len(timings) else None}
     return {"assets": len(rows), "passed": sum(r["status"] == "passed" for r in rows),
             "failed": sum(r["status"] == "failed" for r in rows),
             "warnings": sum(len(warnings_of(r)) for r in results),
-            "build_seconds": round(sum((r.get("conversion") or {}).get("seconds") or 0.0 for r in results), 2)}
+            "notes": sum(len(notes_of(r)) for r in results),
+            "run_seconds": None if run_started is None else round(now - run_started, 2),
+            "stages": stages}
 
 
-def _badges(result: dict[str, Any]) -> str:
+def failure_reasons(result: dict[str, Any], most: int = 3) -> list[str]:
+    """The first error of each failed check, ``check: prim: message`` (at most ``most``, then a count)."""
+    reasons = []
+    for check in result.get("checks", []):
+        errors = [f for f in check["findings"] if f["severity"] == "error"]
+        if errors:
+            first = errors[0]
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            reasons.append(f"{check['name']}: {first['prim']}: {first['message']}{more}")
+    if len(reasons) > most:
+        reasons = reasons[:most] + [f"… {len(reasons) - most} more failed checks"]
+    return reasons
+
+
+def _badges(result: dict[str, Any], rel: Relative) -> str:
     parts = []
     for check in result["checks"]:
         errors = sum(f["severity"] == "error" for f in check["findings"])
         title = check["detail"] if not errors else "; ".join(
             f"{f['prim']}: {f['message']}" for f in check["findings"] if f["severity"] == "error")[:600]
         parts.append(f"<span class=\"badge {check['status']}\" data-check=\"{escape(check['name'])}\" "
-                     f"data-status=\"{check['status']}\" title=\"{escape(title)}\">{escape(check['name'])}</span>")
+                     f"data-status=\"{check['status']}\" title=\"{escape(rel.text(title))}\">"
+                     f"{escape(check['name'])}</span>")
     return " ".join(parts)
 
 
@@ -119,12 +199,32 @@ def _joints_text(joints: dict[str, int]) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in sorted(joints.items())) or "none"
 
 
-def _index(rows: list[dict[str, Any]]) -> str:
-    figures = summary(rows)
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def _summary_html(figures: dict[str, Any]) -> str:
     cells = "".join(f"<div><dt>{label}</dt><dd data-key=\"{key}\">{escape(str(figures[key]))}</dd></div>"
                     for key, label in (("assets", "assets"), ("passed", "passed"), ("failed", "failed"),
-                                       ("warnings", "warnings"), ("build_seconds", "total build time (s)")))
-    lines = [f"<h1>usdforge library report</h1><dl id=\"summary\">{cells}</dl>",
+                                       ("warnings", "warnings (change the simulation)"),
+                                       ("notes", "notes (routine)")))
+    cells += (f"<div><dt>wall time of this run (s)</dt><dd data-key=\"run_seconds\">"
+              f"{_seconds(figures['run_seconds'])}</dd></div>")
+    stages = "".join(
+        f"<tr data-stage=\"{stage}\"><td>{stage}</td><td class=\"num\">{t['assets']}</td><td class=\"num\">"
+        f"{t['this_run']}</td><td class=\"num\" data-key=\"seconds\">{_seconds(t['seconds'])}</td>"
+        f"<td class=\"num\" data-key=\"cpu_seconds\">{_seconds(t['cpu_seconds'])}</td></tr>"
+        for stage, t in figures["stages"].items())
+    return (f"<dl id=\"summary\">{cells}</dl><table class=\"stages\" id=\"stages\"><thead><tr><th>stage</th>"
+            "<th>assets</th><th>run in this run</th><th>wall (s, summed)</th><th>CPU (s, summed)</th></tr></thead>"
+            f"<tbody>{stages}</tbody></table><p><small class=\"where\">Each asset's figures are from its last real "
+            "run of the stage; the wall times of parallel workers add up to more than the run's. Paths: build "
+            "outputs relative to this report, sources relative to the library.</small></p>")
+
+
+def _index(rows: list[dict[str, Any]], figures: dict[str, Any], rel: Relative) -> str:
+    sources = distinct_names([row["entry"]["source"] for row in rows if "source" in row["entry"]])
+    lines = ["<h1>usdforge library report</h1>", _summary_html(figures),
              "<table id=\"assets\"><thead><tr><th>picture</th><th>asset</th><th>source</th><th>bodies</th>"
              "<th>joints</th><th>meshes</th><th>actuators</th><th>mass (kg)</th><th>warnings</th>"
              "<th>verification</th><th>convert (s)</th><th>output</th></tr></thead><tbody>"]
@@ -134,40 +234,65 @@ def _index(rows: list[dict[str, Any]]) -> str:
         if "result" not in row:
             lines.append(f"<tr class=\"asset {status}\" data-name=\"{name}\" data-status=\"{status}\"><td></td>"
                          f"<td><b>{name}</b></td><td colspan=\"10\"><span class=\"badge failed\">failed</span> "
-                         f"{escape(row['error'])}</td></tr>")
+                         f"<span class=\"reason\">{escape(rel.text(row['error']))}</span></td></tr>")
             continue
         result, facts = row["result"], row["result"]["facts"]
-        warnings = warnings_of(result)
-        warning_cell = (f"<span class=\"badge warning\" title=\"{escape(chr(10).join(warnings))}\">"
+        warnings, notes = warnings_of(result), notes_of(result)
+        warning_cell = (f"<span class=\"badge warning\" title=\"{escape(rel.text(chr(10).join(warnings)))}\">"
                         f"{len(warnings)}</span>" if warnings else "0")
+        if notes:
+            warning_cell += f"<br><small title=\"{escape(rel.text(chr(10).join(notes)))}\">{len(notes)} note{'s' if len(notes) > 1 else ''}</small>"
+        reasons = "".join(f"<div class=\"reason\">{escape(rel.text(r))}</div>" for r in failure_reasons(result))
         image = row["entry"]["images"]["thumb"]
         thumb = f"images/{Path(image).name}"
-        seconds = (result.get("conversion") or {}).get("seconds")
+        seconds = (stage_timing(row, "convert") or {}).get("seconds")
+        source = row["entry"].get("source", result["source"])
         lines.append(
             f"<tr class=\"asset {status}\" data-name=\"{name}\" data-status=\"{status}\" "
-            f"data-warnings=\"{len(warnings)}\"><td><a href=\"{link}\"><img class=\"thumb\" src=\"{escape(thumb)}\" "
-            f"alt=\"{name}\"></a></td><td><a href=\"{link}\"><b>{name}</b></a><br><span class=\"badge "
-            f"{status}\">{status}</span></td><td>{escape(Path(result['source']).name)}<br><small>"
+            f"data-warnings=\"{len(warnings)}\" data-notes=\"{len(notes)}\"><td><a href=\"{link}\">"
+            f"<img class=\"thumb\" src=\"{escape(thumb)}\" alt=\"{name}\"></a></td><td><a href=\"{link}\"><b>{name}"
+            f"</b></a><br><span class=\"badge {status}\">{status}</span>{reasons}</td><td title=\""
+            f"{escape(rel.path(source))}\">{escape(sources.get(source, Path(source).name))}<br><small>"
             f"{escape(result['kind'])}</small></td><td class=\"num\">{facts['bodies']}</td><td>"
             f"{escape(_joints_text(facts['joints']))}</td><td class=\"num\">{facts['meshes']}</td>"
             f"<td class=\"num\">{facts['actuators']}</td><td class=\"num\">{_num(facts['mass'])}</td>"
-            f"<td>{warning_cell}</td><td>{_badges(result)}</td><td class=\"num\">{_num(seconds, 3)}</td>"
+            f"<td>{warning_cell}</td><td>{_badges(result, rel)}</td><td class=\"num\">{_num(seconds, 3)}</td>"
             f"<td class=\"num\">{_size(result.get('output_bytes'))}</td></tr>")
     lines.append("</tbody></table>")
     return _page("usdforge library report", "\n".join(lines))
 
 
-def _asset_page(row: dict[str, Any]) -> str:
+def _finding_html(finding: dict[str, Any], rel: Relative) -> str:
+    """One finding: prim, check, severity, message, and the engine's full log when it kept one (``log``)."""
+    log = finding.get("log")
+    details = (f"<details><summary>full log</summary><pre class=\"log\">{escape(rel.text(str(log)))}</pre>"
+               "</details>" if log else "")
+    return (f"<li><code>{escape(finding['prim'])}</code> <b>{escape(finding['check'])}</b> ({finding['severity']}): "
+            f"{escape(rel.text(finding['message']))}{details}</li>")
+
+
+def _stage_line(row: dict[str, Any]) -> str:
+    parts = []
+    for stage in STAGES:
+        timing = stage_timing(row, stage) or {}
+        if timing.get("seconds") is not None:
+            cpu = timing.get("cpu_seconds")
+            cpu_text = f" ({_num(cpu, 3)} s CPU)" if cpu is not None else ""
+            parts.append(f"{stage} {_num(timing['seconds'], 3)} s{cpu_text}")
+    return ", ".join(parts) or "no timings recorded"
+
+
+def _asset_page(row: dict[str, Any], rel: Relative) -> str:
     name = escape(row["name"])
     result, facts = row["result"], row["result"]["facts"]
     images = "".join(f"<img src=\"../images/{escape(Path(path).name)}\" alt=\"{name} {escape(view)} view\" "
                      f"title=\"{escape(view)}\">" for view, path in row["entry"]["images"].items() if view != "thumb")
     checks = []
     for check in result["checks"]:
-        findings = "".join(f"<li><code>{escape(f['prim'])}</code> <b>{escape(f['check'])}</b> ({f['severity']}): "
-                           f"{escape(f['message'])}</li>" for f in check["findings"])
+        findings = "".join(_finding_html(f, rel) for f in check["findings"])
         checks.append(f"<tr><td>{escape(check['name'])}</td><td><span class=\"badge {check['status']}\">"
-                      f"{check['status']}</span></td><td>{escape(check['detail'])}{'<ul>' + findings + '</ul>' if findings else ''}"
+                      f"{check['status']}</span></td><td>{escape(rel.text(check['detail']))}"
+                      f"{'<ul>' + findings + '</ul>' if findings else ''}"
                       f"</td><td class=\"num\">{_num(check.get('seconds'), 3)}</td></tr>")
     joints = []
     for joint in facts["joint_table"]:
@@ -181,34 +306,43 @@ def _asset_page(row: dict[str, Any]) -> str:
     bodies = "".join(f"<tr><td>{escape(b['name'])}</td><td><code>{escape(b['path'])}</code></td><td class=\"num\">"
                      f"{_num(b['mass'])}</td><td>{', '.join(_num(v, 3) for v in b['center_of_mass'])}</td><td>"
                      f"{', '.join(_num(v, 3) for v in b['inertia'])}</td></tr>" for b in facts["body_table"])
-    warnings = "".join(f"<li>{escape(w)}</li>" for w in warnings_of(result))
-    notes = "".join(f"<li>{escape(n)}</li>" for n in (result.get("conversion") or {}).get("notes") or [])
-    seconds = (result.get("conversion") or {}).get("seconds")
+    warnings = "".join(f"<li>{escape(rel.text(w))}</li>" for w in warnings_of(result))
+    notes = "".join(f"<li>{escape(rel.text(n))}</li>" for n in notes_of(result))
+    source = row["entry"].get("source", result["source"])
     body = (f"<p><a href=\"../index.html\">← library</a></p><h1>{name} <span class=\"badge {result['status']}\">"
-            f"{result['status']}</span></h1><p>{escape(result['source'])} → <code>{escape(result['usd_path'])}</code>"
-            f"<br>{facts['bodies']} bodies, joints: {escape(_joints_text(facts['joints']))}, {facts['meshes']} meshes, "
-            f"{facts['actuators']} actuators, {_num(facts['mass'])} kg; converted in {_num(seconds, 3)} s, "
-            f"{_size(result.get('output_bytes'))}, verified in {_num(result.get('verify_seconds'), 3)} s</p>"
+            f"{result['status']}</span></h1><p><code>{escape(rel.path(source))}</code> → "
+            f"<code>{escape(rel.path(result['usd_path']))}</code><br>{facts['bodies']} bodies, joints: "
+            f"{escape(_joints_text(facts['joints']))}, {facts['meshes']} meshes, {facts['actuators']} actuators, "
+            f"{_num(facts['mass'])} kg; {_size(result.get('output_bytes'))}; {escape(_stage_line(row))}</p>"
             f"<div class=\"views\">{images}</div><h2>Verification</h2><table><thead><tr><th>check</th><th>result</th>"
             f"<th>detail</th><th>s</th></tr></thead><tbody>{''.join(checks)}</tbody></table>"
-            f"<h2>Warnings</h2>{'<ul>' + warnings + '</ul>' if warnings else '<p>none</p>'}"
+            f"<h2>Warnings</h2><p>What changes the simulation or the picture.</p>"
+            f"{'<ul>' + warnings + '</ul>' if warnings else '<p>none</p>'}"
             f"<h2>Notes</h2><p>Kept or ignored without changing the simulation or the picture.</p>"
             f"{'<ul>' + notes + '</ul>' if notes else '<p>none</p>'}"
             f"<h2>Joints</h2><p>Angular limits in degrees, angular gains per degree (USD units).</p><table><thead><tr>"
             f"<th>joint</th><th>type</th><th>bodies</th><th>lower</th><th>upper</th><th>unit</th><th>stiffness</th>"
             f"<th>damping</th><th>max force</th></tr></thead><tbody>{''.join(joints)}</tbody></table>"
             f"<h2>Bodies</h2><table><thead><tr><th>body</th><th>prim</th><th>mass (kg)</th><th>centre of mass (m)</th>"
-            f"<th>principal inertia (kg·m²)</th></tr></thead><tbody>{bodies}</tbody></table>")
+            f"<th>principal inertia (kg·m²)</th></tr></thead><tbody>{bodies}</tbody></table>"
+            f"<p><small class=\"where\">Paths: build outputs relative to the report's folder, sources relative to "
+            f"the library's folder.</small></p>")
     return _page(f"{row['name']} · usdforge", body)
 
 
-def write_report(entries: list[dict[str, Any]], folder: str | Path) -> Path:
-    """Write ``folder/index.html`` and ``folder/assets/<name>.html``; the index's path."""
+def write_report(entries: list[dict[str, Any]], folder: str | Path, library_dir: str | Path | None = None) -> Path:
+    """Write ``folder/index.html``, ``folder/assets/<name>.html`` and ``folder/summary.json`` (the summary's
+    figures); the index's path. library_dir: the library manifest's folder (paths are shown relative to it)."""
+    from usdforge.pipeline.stage_time import run_started
+
     folder = Path(folder)
     rows = load_rows(entries)
+    roots = {str(Path(entry["source"]).parent) for entry in entries if "source" in entry}
+    rel = Relative(folder, library_dir, sorted(roots))
     for row in rows:
         if "result" in row:
-            _write(folder / "assets" / f"{row['name']}.html", _asset_page(row))
-    _write(folder / "summary.json", json.dumps(summary(rows), indent=1) + "\n")
-    _write(folder / "index.html", _index(rows))
+            _write(folder / "assets" / f"{row['name']}.html", _asset_page(row, rel))
+    figures = summary(rows, run_started())
+    _write(folder / "summary.json", json.dumps(figures, indent=1) + "\n")
+    _write(folder / "index.html", _index(rows, figures, rel))
     return folder / "index.html"

@@ -5,9 +5,15 @@ EGL or OSMesa, which Mesa implements in software (llvmpipe), so no GPU and no X 
 geometry is what the USD says: every visible ``Mesh`` and primitive (``Cube``, ``Sphere``, ``Cylinder``,
 ``Capsule``, ``Cone``) that is not a guide or proxy (collision shapes are guides; they are drawn only
 when there is nothing else), at its world transform, i.e. robots at their rest pose, coloured by its bound
-material's ``diffuseColor`` (or its ``displayColor``); a stick figure of bodies and joints when fewer than
-half the bodies have a shape; a neutral background; the camera framed to the asset's bounds (less a
-shape that dwarfs all others, such as a 30 m rail or a floor).
+material's ``diffuseColor`` and ``opacity`` (or its ``displayColor`` and ``displayOpacity``): a shape of
+opacity 0 (MJCF ``rgba`` alpha 0: a site-like helper, flybody's wing planes) is not drawn, a translucent
+one is drawn translucent; a stick figure of bodies and joints when fewer than half the bodies have a
+shape; a neutral background; the camera framed to the asset's bounds (less a shape that dwarfs all
+others, such as a 30 m rail or a floor).
+
+Lit so that shape reads whatever the material: a light kit (key, fill, back and head lights), some
+specular, and colours lifted off black (``SHADE_FLOOR``), so a black robot is drawn dark grey with its
+shading instead of as a silhouette.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ from usdforge.pipeline.report.views import VIEWS
 
 BACKGROUND = (0.93, 0.93, 0.91)
 DEFAULT_COLOUR = (0.62, 0.64, 0.68)
+#: Drawn colour = SHADE_FLOOR + (1 - SHADE_FLOOR) · material colour: black becomes a grey that shading shows.
+SHADE_FLOOR = 0.22
+#: Shapes this transparent or more are not drawn.
+INVISIBLE_OPACITY = 0.01
 
 
 class MissingRenderer(RuntimeError):
@@ -35,6 +45,19 @@ def _vtk():
     except ImportError as exc:
         raise MissingRenderer("rendering the report's pictures needs VTK: pip install 'usdforge[report]'") from exc
     return vtkCommonCore, vtkCommonDataModel, vtkFiltersSources, vtkIOImage, vtkRenderingCore
+
+
+def _opacity(prim) -> float:
+    """The prim's opacity: its material's ``opacity`` input, else its ``displayOpacity``, else 1."""
+    from pxr import UsdGeom, UsdShade
+
+    material = UsdShade.MaterialBindingAPI(prim).ComputeBoundMaterial()[0]
+    shader = material.ComputeSurfaceSource()[0] if material else None
+    opacity = shader.GetInput("opacity") if shader else None
+    if opacity and not opacity.HasConnectedSource() and opacity.Get() is not None:
+        return float(opacity.Get())
+    values = UsdGeom.Gprim(prim).GetDisplayOpacityAttr().Get() if prim.IsA(UsdGeom.Gprim) else None
+    return float(max(values)) if values else 1.0
 
 
 def _colour(prim) -> tuple[float, float, float]:
@@ -142,7 +165,7 @@ def _owning_body(prim, bodies: set[str]) -> str | None:
     return None
 
 
-def _actor(poly, world: np.ndarray, colour, vtk):
+def _actor(poly, world: np.ndarray, colour, vtk, opacity: float = 1.0):
     from vtkmodules.vtkCommonMath import vtkMatrix4x4
     from vtkmodules.vtkFiltersCore import vtkPolyDataNormals
 
@@ -161,10 +184,15 @@ def _actor(poly, world: np.ndarray, colour, vtk):
         for j in range(4):
             matrix.SetElement(i, j, float(world[i, j]))
     actor.SetUserMatrix(matrix)
-    actor.GetProperty().SetColor(*colour)
-    actor.GetProperty().SetSpecular(0.15)
-    actor.GetProperty().SetDiffuse(0.85)
-    actor.GetProperty().SetAmbient(0.22)
+    shown = SHADE_FLOOR + (1.0 - SHADE_FLOOR) * np.clip(np.asarray(colour, dtype=float), 0.0, 1.0)
+    properties = actor.GetProperty()
+    properties.SetColor(*shown)
+    properties.SetDiffuse(0.8)
+    properties.SetAmbient(0.15)
+    properties.SetSpecular(0.3)
+    properties.SetSpecularPower(20.0)
+    if opacity < 1.0:
+        properties.SetOpacity(opacity)
     return actor
 
 
@@ -180,11 +208,14 @@ def _shapes(stage, vtk, purposes: tuple[str, ...], bodies: set[str]) -> list[tup
         imageable = UsdGeom.Imageable(prim)
         if imageable.ComputePurpose() not in purposes or imageable.ComputeVisibility() == UsdGeom.Tokens.invisible:
             continue
+        opacity = _opacity(prim)
+        if opacity <= INVISIBLE_OPACITY:  # drawn as nothing in the simulators' viewers too
+            continue
         poly = _poly_data(prim, vtk)
         if poly is None or poly.GetNumberOfPoints() == 0 or prim.IsA(UsdGeom.Plane) or _is_ground(poly):
             continue
         world = np.array(cache.GetLocalToWorldTransform(prim), dtype=float).T
-        found.append((_actor(poly, world, _colour(prim), vtk), _owning_body(prim, bodies)))
+        found.append((_actor(poly, world, _colour(prim), vtk, min(opacity, 1.0)), _owning_body(prim, bodies)))
     return found
 
 
@@ -335,10 +366,9 @@ def render_views(usd_path: str | Path, outputs: dict[str, str | Path], size: dic
         direction /= np.linalg.norm(direction)
         _frame(camera, bounds, direction, width / height)
         renderer.ResetCameraClippingRange()
-        light = rendering.vtkLight()
-        light.SetLightTypeToCameraLight()
-        light.SetIntensity(0.35)
-        renderer.AddLight(light)
+        lights = rendering.vtkLightKit()  # key, fill, back and head lights, following the camera
+        lights.SetKeyLightIntensity(0.9)
+        lights.AddLightsToRenderer(renderer)
         window.Render()
         grab = rendering.vtkWindowToImageFilter()
         grab.SetInput(window)
