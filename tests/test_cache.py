@@ -387,8 +387,8 @@ def test_a_byte_identical_copy_elsewhere_is_up_to_date_and_provenance_is_locatio
 
 def test_mjcf_compiled_model_is_reused_on_a_cfg_edit_and_not_after_a_mesh_edit(tmp_path, build_cache, monkeypatch):
     """MuJoCo's compiled model (MJB) comes from the cache when only the cfg changed; a mesh edit compiles
-    again; either way the output is byte for byte a conversion without the cache. By default a model that
-    compiles in a fraction of a second is not stored (it does not pay for its room); ``all`` stores it."""
+    again; either way the output is byte for byte a conversion without the cache. Storing it is opt-in
+    (``USDFORGE_CACHE_COMPILED=on``): by default it is not stored, since it does not pay for its room."""
     import attrs
 
     from usdforge.pipeline import MjcfConverter
@@ -401,7 +401,7 @@ def test_mjcf_compiled_model_is_reused_on_a_cfg_edit_and_not_after_a_mesh_edit(t
     MjcfConverter(attrs.evolve(cfg, usd_dir=str(tmp_path / "auto")), cache=tmp_path / "auto-cache")
     kinds = Store(tmp_path / "auto-cache").stats()["by_kind"]
     assert "mjcf" in kinds and "mjcf-compiled" not in kinds, kinds
-    monkeypatch.setenv("USDFORGE_CACHE_COMPILED", "all")
+    monkeypatch.setenv("USDFORGE_CACHE_COMPILED", "on")
     MjcfConverter(cfg, cache=build_cache)
     assert Store(build_cache).stats()["by_kind"]["mjcf-compiled"]["entries"] == 1
     edited = attrs.evolve(cfg, override_gain_prm=(321.0,))
@@ -515,7 +515,7 @@ def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build
     from usdforge.pipeline import MjcfConverter
     from usdforge.schemas import MjcfConverterCfg
 
-    monkeypatch.setenv("USDFORGE_CACHE_COMPILED", "all")
+    monkeypatch.setenv("USDFORGE_CACHE_COMPILED", "on")
     shutil.copytree(REPO / "assets" / "robots" / "pan_tilt", tmp_path / "pan_tilt")
     cfg = MjcfConverterCfg(asset_path=str(tmp_path / "pan_tilt" / "pan_tilt.xml"), usd_dir=str(tmp_path / "out"))
     MjcfConverter(cfg, cache=build_cache)

@@ -7,12 +7,12 @@ again. The model is written with ``mj_saveModel``, compressed with zlib (level 1
 arrays, 2-10x smaller), and read with ``MjModel.from_binary_path``, which gives back every array bit for
 bit; the MjSpec the converter reads beside it is parsed again (a millisecond).
 
-Stored only where it pays (``$USDFORGE_CACHE_COMPILED``: ``auto``, the default, ``all`` or ``off``): by
-default when compiling took at least ``MIN_COMPILE_SECONDS``. Measured on the corpus's 8 MJCF models
-(one core of a shared machine): compiling takes 0.02-2.4 s and the MJB is 4-247 MB (395 MB in all, 93 MB
-compressed), reading it back (decompressed) 0.01-1.6 s: a model that compiles in under a second saves at
-most half a second per cfg edit for tens of MB; ``anybotics_anymal_c`` (2.4 s to compile) saves 0.6-0.8 s
-for 23 MB.
+Opt-in (``$USDFORGE_CACHE_COMPILED=on``; default ``off``): it does not pay for its room. Measured with
+``bench/compiled_cache.py`` on the corpus's 8 MJCF models (CPU seconds, median of 3): reading a stored
+model back (decompressing and loading it) saves 0.01-0.56 s per model and cfg edit, 1.0 s in all, for
+93 MB of compressed MJB (396 MB raw: reading it uncompressed saves more but takes four times the room);
+``anybotics_anymal_c`` compiles in 1.6 s and reads back in 1.05 s. The conversion's own outputs (restored
+whole when nothing changed) and the mesh geometry (reused on a cfg edit) stay cached by default.
 
 Stored only when reusing it is sound:
 
@@ -46,10 +46,8 @@ import numpy as np
 from usdforge.rules.robot.meshes import active_mesh_cache, write_in_background
 
 _MJB_FILE = "model.mjb.zlib"
-#: Environment variable: which compiled models are stored (``auto``, ``all``, ``off``).
+#: Environment variable: ``on`` stores compiled models (they are looked up whatever it says).
 COMPILED_ENV = "USDFORGE_CACHE_COMPILED"
-#: ``auto`` stores a compiled model when compiling took at least this long (s).
-MIN_COMPILE_SECONDS = 1.0
 #: The largest MJB read back (decompressed), in bytes: bounds a forged object's expansion.
 MAX_MJB_BYTES = 1 << 31
 #: The code whose behaviour decides the compiled model (its bytes are part of the key).
@@ -130,20 +128,16 @@ def _decompressed(packed: bytes) -> bytes | None:
     return data if inflater.eof and not inflater.unconsumed_tail else None
 
 
-def worth_storing(compile_seconds: float) -> bool:
-    """Whether a model that took ``compile_seconds`` to compile is stored (``COMPILED_ENV``)."""
-    policy = os.environ.get(COMPILED_ENV, "auto").strip().lower()
-    if policy == "all":
-        return True
-    return policy != "off" and compile_seconds >= MIN_COMPILE_SECONDS
+def storing_compiled_models() -> bool:
+    """Whether compiled models are stored (``COMPILED_ENV`` is ``on``, ``1`` or ``true``)."""
+    return os.environ.get(COMPILED_ENV, "off").strip().lower() in ("on", "1", "true", "yes")
 
 
-def store_model(token: Any, model: mujoco.MjModel, fresh: Callable[[], mujoco.MjSpec],
-                compile_seconds: float = float("inf")) -> None:
-    """Store ``model`` under the key ``cached_model`` gave (nothing when it gave None), if compiling it
-    took long enough to pay for the room (``worth_storing``) and the spec ``fresh()`` parses matches it
-    (compiling did not change the spec)."""
-    if token is None or not worth_storing(compile_seconds) or not matches(fresh(), model):
+def store_model(token: Any, model: mujoco.MjModel, fresh: Callable[[], mujoco.MjSpec]) -> None:
+    """Store ``model`` under the key ``cached_model`` gave (nothing when it gave None), when storing is on
+    (``storing_compiled_models``) and the spec ``fresh()`` parses matches it (compiling did not change the
+    spec)."""
+    if token is None or not storing_compiled_models() or not matches(fresh(), model):
         return
     store, key = token
     buffer = np.empty(mujoco.mj_sizeModel(model), dtype=np.uint8)

@@ -12,7 +12,6 @@ trustworthy mass, unless their inertial is explicit: ``LoadedModel.unknown_mass`
 from __future__ import annotations
 
 import re
-import time
 import warnings
 from pathlib import Path
 
@@ -292,12 +291,10 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
         mujoco.mj_kinematics(model, data)
         loaded = LoadedModel(path, spec, model, data)
     else:
-        started = time.perf_counter()
         loaded = compile_repaired(path, spec)
-        compile_seconds = time.perf_counter() - started
         del spec  # compiled, it holds MuJoCo's processed meshes (h1: 110 MB): gone before the model is stored
         if not (loaded.warnings or loaded.skipped or loaded.trimesh_meshes):  # repairs edit the spec: not reused
-            store_model(token, loaded.model, lambda: _parsed(path), compile_seconds)
+            store_model(token, loaded.model, lambda: _parsed(path))
     loaded.texture_files = textures
     loaded.warnings.extend(f"MuJoCo: {message}" for message in mujoco_warnings())
     return loaded
