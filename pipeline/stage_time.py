@@ -43,14 +43,17 @@ def timed() -> Iterator[dict[str, float]]:
 
 
 def process_started() -> float:
-    """When this process started (s since the epoch): from ``/proc`` on Linux (10 ms), else now."""
+    """When this process started (s since the epoch): from ``/proc`` on Linux (10 ms), else now. Its age
+    is the system's uptime less its start time after boot (both 10 ms ticks; ``btime`` would round the
+    boot time to the second)."""
     try:
         with open("/proc/self/stat", "rb") as stream:
             fields = stream.read().rsplit(b")", 1)[1].split()
-        with open("/proc/stat", "rb") as stream:
-            boot = next(float(line.split()[1]) for line in stream if line.startswith(b"btime "))
-        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of stat: start time in ticks
-    except (OSError, ValueError, IndexError, StopIteration):
+        with open("/proc/uptime", "rb") as stream:
+            uptime = float(stream.read().split()[0])
+        now = time.time()
+        return now - (uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))  # field 22 of stat: start, in ticks
+    except (OSError, ValueError, IndexError):
         return time.time()
 
 
