@@ -10,6 +10,7 @@ folder (``$XDG_CACHE_HOME/usdforge``, i.e. ``~/.cache/usdforge``, as pip does), 
                                  it: ``mjcf``, ``mesh-geometry``, ``mjcf-compiled`` …), named by its cache key
     claims/ab/<sha256>           the keys of the entries each object was written for, one a line
     stats.log                    one line per lookup: build id, hit or miss
+    size.json                    the size the last limit check found, and when (``Store.keep_limit``)
 
 Every write goes to a temporary file in the destination's folder and is renamed into place, so a reader
 (or a writer killed half way) never sees a partial object; two writers of one object write the same
@@ -20,9 +21,10 @@ naming other, intact objects (another artifact's) is a miss with one warning. A 
 written (read-only, full disk) gives one warning and the build goes on without storing anything.
 
 Bounded: a store holds at most ``max_bytes`` (default ``DEFAULT_MAX_BYTES``, ``$USDFORGE_CACHE_MAX_SIZE``,
-e.g. ``20GB``; ``0``: no limit). A writer checks the size on its first store and after every tenth of the
-limit it writes; over the limit, the least recently used artifacts are pruned down to 80 % of it
-(``prune``: regular files inside the cache only, no link followed). No pxr here.
+e.g. ``20GB``; ``0``: no limit). A writer checks the size on its first store (unless a check less than
+an hour old found it under half the limit) and after every tenth of the limit it writes; over the limit,
+the least recently used artifacts are pruned down to 80 % of it (``prune``: regular files inside the
+cache only, no link followed). No pxr here.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ PRUNE_TO = 0.8
 #: Environment variable grouping the lookups of one build (``doit convert`` sets it for its run).
 BUILD_ENV = "USDFORGE_BUILD_ID"
 _STATS = "stats.log"
+_SIZE = "size.json"
 _PROCESS_BUILD = uuid.uuid4().hex[:12]
 #: The largest object read from a cache, in bytes (larger: treated as absent). Bounds a reader's memory
 #: against a forged entry; a real robot's largest output (a geometry layer) is tens of MB.
@@ -349,15 +352,34 @@ class Store:
 
     def keep_limit(self) -> None:
         """Prune the least recently used artifacts down to ``PRUNE_TO`` of ``max_bytes`` when the cache
-        holds more; checked at this store's first write and then after every tenth of the limit written
-        (a scan of the cache's files, a fraction of a second for thousands)."""
+        holds more; checked at this store's first write and then after every tenth of the limit written.
+        A check scans the cache's files (a fraction of a second for tens of thousands) and notes the size
+        it found (``size.json``); a first write skips the scan when a check less than an hour old found
+        the cache under half its limit (a one-off conversion need not scan a large cache)."""
         if self.max_bytes is None or self._written < self._next_check:
             return
+        first = self._next_check == 0
         self._next_check = self._written + self.max_bytes // 10
-        if self.size() > self.max_bytes:
+        if first and self._recently_small():
+            return
+        size = self.size()
+        if size > self.max_bytes:
             removed, freed = self.prune(int(self.max_bytes * PRUNE_TO))
+            size -= freed
             log.info("usdforge: the build cache %s went over its limit of %d bytes: pruned %d artifact(s), "
                      "%d bytes", self.root, self.max_bytes, removed, freed)
+        try:
+            self._write_atomically(self.root / _SIZE, json.dumps({"bytes": size, "time": time.time()}).encode())
+        except OSError:
+            pass  # the note only saves a later scan
+
+    def _recently_small(self) -> bool:
+        """Whether the last size check (``size.json``) is under an hour old and found under half the limit."""
+        try:
+            note = json.loads(_read_regular(str(self.root / _SIZE), None, 4096))
+            return 0 <= time.time() - float(note["time"]) < 3600 and int(note["bytes"]) < self.max_bytes / 2
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
 
     def _claim(self, sha: str, key: str) -> bool:
         """Record that object ``sha`` was written for the entry ``key`` (one short O_APPEND write: lines of
@@ -658,7 +680,7 @@ class Store:
     def clear(self) -> None:
         """Remove every artifact and object (the folder itself and anything else in it stay). A folder
         that is a symbolic link is removed as a link: its target is not touched."""
-        for name in ("objects", "entries", "claims", _STATS):
+        for name in ("objects", "entries", "claims", _STATS, _SIZE):
             path = self.root / name
             if path.is_symlink() or not path.is_dir():
                 path.unlink(missing_ok=True)

@@ -265,7 +265,8 @@ def test_a_row_that_failed_verification_names_its_check_and_the_page_shows_the_e
 
     build, library = tmp_path / "work" / "build", tmp_path / "lib"
     facts = {"bodies": 1, "joints": {}, "meshes": 1, "actuators": 0, "mass": 1.0, "joint_table": [], "body_table": []}
-    log = f'Traceback (most recent call last):\n  File "{build}/venv-newton/lib/load.py", line 3\nValueError: bad inertia'
+    log = (f'Traceback (most recent call last):\n  File "{build}/venv-newton/lib/load.py", line 3\n'
+           "ValueError: bad inertia")
     entries = []
     for name, folder, status in (("left", "a", "failed"), ("right", "b", "passed")):
         source = library / folder / "hand.xml"

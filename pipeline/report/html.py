@@ -241,7 +241,9 @@ def _index(rows: list[dict[str, Any]], figures: dict[str, Any], rel: Relative) -
         warning_cell = (f"<span class=\"badge warning\" title=\"{escape(rel.text(chr(10).join(warnings)))}\">"
                         f"{len(warnings)}</span>" if warnings else "0")
         if notes:
-            warning_cell += f"<br><small title=\"{escape(rel.text(chr(10).join(notes)))}\">{len(notes)} note{'s' if len(notes) > 1 else ''}</small>"
+            plural = "s" if len(notes) > 1 else ""
+            warning_cell += (f"<br><small title=\"{escape(rel.text(chr(10).join(notes)))}\">{len(notes)} "
+                             f"note{plural}</small>")
         reasons = "".join(f"<div class=\"reason\">{escape(rel.text(r))}</div>" for r in failure_reasons(result))
         image = row["entry"]["images"]["thumb"]
         thumb = f"images/{Path(image).name}"
