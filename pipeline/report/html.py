@@ -208,8 +208,8 @@ def _summary_html(figures: dict[str, Any]) -> str:
                     for key, label in (("assets", "assets"), ("passed", "passed"), ("failed", "failed"),
                                        ("warnings", "warnings (change the simulation)"),
                                        ("notes", "notes (routine)")))
-    cells += (f"<div><dt>wall time of this run (s)</dt><dd data-key=\"run_seconds\">"
-              f"{_seconds(figures['run_seconds'])}</dd></div>")
+    cells += (f"<div title=\"the doit run that wrote this report, from its start to the writing\"><dt>wall time "
+              f"of the run (s)</dt><dd data-key=\"run_seconds\">{_seconds(figures['run_seconds'])}</dd></div>")
     stages = "".join(
         f"<tr data-stage=\"{stage}\"><td>{stage}</td><td class=\"num\">{t['assets']}</td><td class=\"num\">"
         f"{t['this_run']}</td><td class=\"num\" data-key=\"seconds\">{_seconds(t['seconds'])}</td>"
@@ -217,9 +217,10 @@ def _summary_html(figures: dict[str, Any]) -> str:
         for stage, t in figures["stages"].items())
     return (f"<dl id=\"summary\">{cells}</dl><table class=\"stages\" id=\"stages\"><thead><tr><th>stage</th>"
             "<th>assets</th><th>run in this run</th><th>wall (s, summed)</th><th>CPU (s, summed)</th></tr></thead>"
-            f"<tbody>{stages}</tbody></table><p><small class=\"where\">Each asset's figures are from its last real "
-            "run of the stage; the wall times of parallel workers add up to more than the run's. Paths: build "
-            "outputs relative to this report, sources relative to the library.</small></p>")
+            f"<tbody>{stages}</tbody></table><p><small class=\"where\">The run: the doit run that wrote this report, "
+            "from its start to the writing. Each asset's stage figures are from its last real run of the stage "
+            "(this run or an earlier one); the wall times of parallel workers add up to more than the run's. "
+            "Paths: build outputs relative to this report, sources relative to the library.</small></p>")
 
 
 def _index(rows: list[dict[str, Any]], figures: dict[str, Any], rel: Relative) -> str:
