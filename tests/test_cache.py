@@ -534,6 +534,19 @@ def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build
     assert outputs(tmp_path / "out") == outputs(tmp_path / "cold")
 
 
+def test_a_stored_compiled_model_that_is_not_zlib_or_expands_past_the_bound_is_absent(monkeypatch):
+    """The cache is untrusted: a forged MJB object cannot make a reader inflate gigabytes."""
+    import zlib
+
+    from usdforge.rules.mjcf import compiled
+
+    monkeypatch.setattr(compiled, "MAX_MJB_BYTES", 1000)
+    assert compiled._decompressed(zlib.compress(b"m" * 999)) == b"m" * 999
+    assert compiled._decompressed(zlib.compress(b"\0" * 5000)) is None
+    assert compiled._decompressed(b"not zlib data") is None
+    assert compiled._decompressed(zlib.compress(b"m" * 10)[:-3]) is None  # truncated
+
+
 def test_a_texture_decoded_once_is_not_decoded_again_until_its_bytes_change(tmp_path, build_cache, monkeypatch):
     """The "decodes as an image" verdict is cached by the texture's content: a cfg edit does not decode the
     texture again; a texture whose bytes changed into a non-image is decoded again and refused."""
