@@ -81,9 +81,21 @@ def verify_asset(kind: str, source: str, usd_path: str, cfg: dict[str, Any], bui
         failed.add(Finding(f"{kind}-oracle", str(stage.GetDefaultPrim().GetPath()),
                            f"the source's oracle could not run: {type(exc).__name__}: {exc}"))
         checks.append(failed)
+    # The engines' loads are compared with the source too (rules.verify.against_source), where MuJoCo can
+    # compile it (usdforge converts some uncompilable models repaired, with warnings).
+    source_facts, unread = None, ""
+    if kind in ("mjcf", "urdf"):
+        from usdforge.rules.verify.against_source import source_facts as read_source_facts
+        try:
+            source_facts = read_source_facts(kind, source, cfg)
+        except Exception as exc:  # noqa: BLE001 - the source's oracle reports it; the loads say why not compared
+            unread = f"; not compared with the source: {type(exc).__name__}: {' '.join(str(exc).split())}"
     # Isaac Lab spawns robots (articulations with their generated cfg), not meshes.
-    checks.extend(load_check(engine, usd_path, stage, build_dir) for engine in engines
-                  if engine != "isaaclab" or kind != "mesh")
+    for engine in engines:
+        if engine != "isaaclab" or kind != "mesh":
+            checks.append(load_check(engine, usd_path, stage, build_dir, source_facts, kind))
+            if unread and checks[-1].status != "skipped":
+                checks[-1].detail += unread
     if kind == "mjcf" and "mujoco-usd" in engines:
         from usdforge.rules.verify.roundtrip import roundtrip_check
         checks.append(roundtrip_check(source, usd_path, stage, build_dir))

@@ -40,7 +40,12 @@ ROLLOUT_SECONDS = 0.2
 
 
 class EngineError(RuntimeError):
-    """An engine environment could not be made, or a script run in it failed."""
+    """An engine environment could not be made, or a script run in it failed. log: the engine's whole
+    output (stdout then stderr), empty where nothing ran."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
 
 
 def engine_python(name: str, build_dir: str | Path = "build", create: bool = False) -> Path | None:
@@ -93,11 +98,13 @@ def run_in_engine(name: str, script: Path, *args: str, build_dir: str | Path = "
     done = subprocess.run([str(python), str(script), *args], capture_output=True, text=True, env=env,
                           timeout=timeout, cwd=cwd)
     if done.returncode != 0:
-        raise EngineError(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}")
+        raise EngineError(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}",
+                          f"{done.stdout}\n{done.stderr}".strip())
     try:
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError) as exc:
-        raise EngineError(f"{name} printed no JSON result: {done.stdout[-2000:]}") from exc
+        raise EngineError(f"{name} printed no JSON result: {done.stdout[-2000:]}",
+                          f"{done.stdout}\n{done.stderr}".strip()) from exc
 
 
 # Each script takes the USD path and the rollout length; prints one JSON line: counts, limits by joint prim
@@ -121,8 +128,16 @@ for j, label in enumerate(builder.joint_label):
     if builder.joint_type[j] in (newton.JointType.REVOLUTE, newton.JointType.PRISMATIC):
         d = starts[j]
         limits[label.rsplit("/", 1)[-1]] = [float(builder.joint_limit_lower[d]), float(builder.joint_limit_upper[d])]
+names = {int(newton.JointType.REVOLUTE): "revolute", int(newton.JointType.PRISMATIC): "prismatic",
+         int(newton.JointType.BALL): "spherical", int(newton.JointType.FREE): "free",
+         int(newton.JointType.FIXED): "fixed", int(newton.JointType.D6): "d6", int(newton.JointType.DISTANCE): "distance"}
+joint_list = [[builder.joint_label[j], names.get(int(builder.joint_type[j]), str(int(builder.joint_type[j]))),
+               starts[j + 1] - starts[j], int(builder.joint_parent[j]), int(builder.joint_child[j])]
+              for j in range(builder.joint_count)]
 out = {"bodies": builder.body_count, "joints": builder.joint_count, "dofs": builder.joint_dof_count,
-       "mass": float(sum(builder.body_mass)), "limits": limits, "finite": True, "steps": 0}
+       "mass": float(sum(builder.body_mass)), "limits": limits, "finite": True, "steps": 0,
+       "version": newton.__version__, "joint_list": joint_list,
+       "body_list": [[builder.body_label[b], float(builder.body_mass[b])] for b in range(builder.body_count)]}
 if builder.body_count:
     model = builder.finalize(device="cpu")
     solver = SolverMuJoCo(model, use_mujoco_cpu=True)
@@ -184,9 +199,17 @@ data = mujoco.MjData(model)
 steps = int(round(seconds / model.opt.timestep))
 for _ in range(steps):
     mujoco.mj_step(model, data)
+names = {0: "free", 1: "spherical", 2: "prismatic", 3: "revolute"}
+widths = {0: 6, 1: 3, 2: 1, 3: 1}
+joint_list = [[model.joint(j).name, names[int(model.jnt_type[j])], widths[int(model.jnt_type[j])], -1, -1]
+              for j in range(model.njnt)]
+# A body's rigid group: MuJoCo's weld root (None: welded to the world), by prim path.
+body_list = [[model.body(b).name, float(model.body_mass[b]),
+              model.body(int(model.body_weldid[b])).name if model.body_weldid[b] else None] for b in range(1, model.nbody)]
 print(json.dumps({"adapted": adapted, "bodies": int(model.nbody - 1), "joints": int(model.njnt), "dofs": int(model.nv),
                   "actuators": int(model.nu), "mass": float(model.body_mass[1:].sum()), "limits": limits,
-                  "finite": bool(np.isfinite(data.qpos).all() and np.isfinite(data.xpos).all()), "steps": steps}))
+                  "finite": bool(np.isfinite(data.qpos).all() and np.isfinite(data.xpos).all()), "steps": steps,
+                  "version": mujoco.__version__, "joint_list": joint_list, "body_list": body_list}))
 """
 
 
@@ -210,8 +233,26 @@ def _usd_facts(stage) -> dict:
     return {"bodies": bodies, "mass": mass, "limits": limits}
 
 
-def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path = "build"):
-    """The verify check ``<engine>-load`` (module docstring); skipped when the engine is not set up."""
+def failure_finding(check: str, prim: str, what: str, exc: Exception, build_dir: str | Path = "build"):
+    """The finding of an engine that failed: ``<what>: <the first real error of its output>``, its whole
+    output as the finding's ``log`` (``rules.verify.logs``: paths relative, bounded)."""
+    from usdforge.rules.verify.findings import Finding
+    from usdforge.rules.verify.logs import first_error, relative_log
+
+    if isinstance(exc, subprocess.TimeoutExpired):
+        output = [part.decode("utf-8", "replace") if isinstance(part, bytes) else part or ""
+                  for part in (exc.stdout, exc.stderr)]
+        log = relative_log("\n".join(output).strip() + f"\ntimed out after {exc.timeout:g} s", build_dir)
+        return Finding(check, prim, f"{what}: timed out after {exc.timeout:g} s", log=log)
+    log = relative_log(getattr(exc, "log", "") or str(exc), build_dir)
+    return Finding(check, prim, f"{what}: {first_error(log) or type(exc).__name__}", log=log)
+
+
+def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path = "build",
+               source: dict | None = None, kind: str = ""):
+    """The verify check ``<engine>-load`` (module docstring); skipped when the engine is not set up.
+    source, kind: ``rules.verify.against_source.source_facts`` of the asset's source and its kind
+    (``mjcf``/``urdf``): the load is also compared with the source (None: with the USD only)."""
     from usdforge.rules.verify.findings import CheckResult, Finding, skipped
 
     if engine == "isaaclab":
@@ -233,8 +274,7 @@ def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path =
             found = run_in_engine(engine, path, str(Path(usd_path).resolve()), str(ROLLOUT_SECONDS),
                                   build_dir=build_dir, cwd=Path(folder), create=False, timeout=900)
         except (EngineError, subprocess.TimeoutExpired) as exc:
-            last = [line for line in str(exc).strip().splitlines() if line.strip()]
-            result.add(Finding(name, root, f"{engine} cannot load the asset: {last[-1] if last else exc}"))
+            result.add(failure_finding(name, root, f"{engine} cannot load the asset", exc, build_dir))
             result.seconds = time.perf_counter() - started
             return result
     expected = _usd_facts(stage)
@@ -252,6 +292,12 @@ def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path =
         result.add(Finding(name, root, f"a {ROLLOUT_SECONDS} s passive rollout in {engine} went non-finite"))
     result.detail = (f"{found['bodies']} bodies, {found['dofs']} DoFs, {found['mass']:.4g} kg, "
                      f"{found['steps']} passive steps {'finite' if found['finite'] else 'NON-FINITE'}")
+    if source is not None:
+        from usdforge.rules.verify.against_source import compare_with_source, describe
+
+        for severity, message in compare_with_source(engine, found["version"], found, source, kind, stage):
+            result.add(Finding(name, root, message, severity))
+        result.detail += f"; {describe(source)}"
     if found.get("adapted"):
         result.detail += (f"; adapted: ArticulationRootAPI moved from {', '.join(found['adapted'])} to the fixed "
                           "base's root body (MuJoCo 4.0's USD decoder refuses it on the robot's Xform)")

@@ -19,7 +19,8 @@ from pathlib import Path
 from pxr import Usd, UsdPhysics
 
 from usdforge.rules.outputs import articulation_cfg_file_name
-from usdforge.rules.verify.engines import EngineError, _usd_facts, engine_python, run_in_engine
+from usdforge.rules.verify.engines import (EngineError, _usd_facts, engine_python, failure_finding,
+                                            run_in_engine)
 
 #: Metres: how far a root may lie from where the cfg puts it, and how far a fixed base may move in 1 s.
 PLACEMENT_TOLERANCE = 1e-3
@@ -98,7 +99,9 @@ def isaaclab_check(usd_path: str | Path, stage, build_dir: str | Path = "build")
     try:
         report = spawn({"asset": cfg}, build_dir)["asset"]
     except (EngineError, subprocess.TimeoutExpired) as exc:
-        report = {"error": str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)}
+        result.add(failure_finding(name, root, "Isaac Lab cannot spawn it", exc, build_dir))
+        result.seconds = time.perf_counter() - started
+        return result
     for problem in compare(report, expected_facts(stage)):
         result.add(Finding(name, root, problem))
     if "error" not in report:
