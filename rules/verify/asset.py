@@ -84,7 +84,8 @@ def verify_asset(kind: str, source: str, usd_path: str, cfg: dict[str, Any], bui
     # The engines' loads are compared with the source too (rules.verify.against_source), where MuJoCo can
     # compile it (usdforge converts some uncompilable models repaired, with warnings).
     source_facts, unread = None, ""
-    if kind in ("mjcf", "urdf"):
+    from usdforge.rules.verify.engines import engine_python
+    if kind in ("mjcf", "urdf") and any(engine_python(engine, build_dir) for engine in engines):
         from usdforge.rules.verify.against_source import source_facts as read_source_facts
         try:
             source_facts = read_source_facts(kind, source, cfg)
