@@ -20,7 +20,7 @@ from usdforge.rules.verify.findings import CheckResult, Finding
 
 #: Bumped when a check changes what it accepts, so that ``doit verify`` re-verifies every asset (the doit
 #: process reads it: nothing heavy is imported at this module's top).
-CHECKS_VERSION = 2
+CHECKS_VERSION = 3
 
 
 def _timed(function, *args, **kwargs) -> CheckResult:

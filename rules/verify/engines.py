@@ -11,7 +11,10 @@ package index) and reused after (delete the folder to rebuild). Warp's kernel ca
 MuJoCo and Newton schema resolvers; MuJoCo: ``MjSpec.from_file``, on a flattened copy with a fixed base's
 ``ArticulationRootAPI`` moved from the robot's Xform to its root body, which its decoder needs; the check's
 detail says so), its counts, joint limits and total
-mass are compared with OpenUSD's own reading, and a short passive rollout must stay finite.
+mass are compared with OpenUSD's own reading, its moving bodies, DoFs, mass and joint types with the source
+(``rules.verify.against_source``: known engine limitations are findings of severity ``limitation``), and a
+short passive rollout must stay finite. An engine that fails leaves its whole output in the finding's
+``log`` and names its first real error (``rules.verify.logs``).
 """
 
 from __future__ import annotations
