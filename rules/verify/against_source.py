@@ -26,6 +26,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+#: Metres: how far an engine's body may end a passive rollout from MuJoCo's of the source (or ten times what
+#: jittering the source by 1e-9 m moves it, if more).
+ROLLOUT_TOLERANCE = 1e-3
 #: The joint types compared (fixed joints are not: they are what the rigid groups are made of).
 JOINT_TYPES = ("revolute", "prismatic", "spherical", "free", "d6")
 
@@ -57,7 +60,9 @@ def mjcf_source_facts(source: str | Path, fix_base: bool = False) -> dict[str, A
             spec.delete(key)
         return spec
 
-    facts = _mjcf_facts(spec_of().compile())
+    compiled = spec_of().compile()
+    facts = _mjcf_facts(compiled)
+    facts.update(path=str(source), fix_base=fix_base, timestep=float(compiled.opt.timestep))
     # The decoder's reading: ball joints welded, mocap bodies free (as rules.verify.roundtrip's reference).
     spec = spec_of()
     balls = [j for j in spec.joints if j.type == mujoco.mjtJoint.mjJNT_BALL]
@@ -124,6 +129,52 @@ def urdf_source_facts(source: str | Path, fix_base: bool = False) -> dict[str, A
     return {"bodies": len({find(name) for name in moving}), "mass": sum(links[n]["mass"] for n in moving),
             "dofs": dofs, "joints": dict(types), "static_bodies": len(static),
             "static_mass": sum(links[n]["mass"] for n in static), "decoder_changes": []}
+
+
+def rollout_against_source(engine: str, version: str, found: dict[str, Any], source: dict[str, Any],
+                           stage) -> tuple[list[tuple[str, str]], str]:
+    """The engine's passive rollout (``found["positions"]``: prim path → world position after
+    ``found["steps"]`` steps of the source's time step, zero control) against MuJoCo's of the MJCF source
+    (its ``fix_base`` applied): each body's distance, matched by ``usdforge:sourceName``. The source is also
+    rolled out with its positions jittered by 1e-9 m: a body may differ by ten times what that moves it,
+    or ``ROLLOUT_TOLERANCE``. A larger distance is a warning naming the engine, the body and the distance
+    (the engine's own dynamics differ from MuJoCo's there: Newton's MJCF import agrees with its USD load,
+    tests/test_mjcf_engines.py). Returns the findings and a summary for the check's detail."""
+    import mujoco
+    import numpy as np
+
+    spec = mujoco.MjSpec.from_file(source["path"])
+    frees = [j for j in spec.joints if j.type == mujoco.mjtJoint.mjJNT_FREE] if source["fix_base"] else []
+    for element in frees + (list(spec.keys) if frees else []):
+        spec.delete(element)
+    model = spec.compile()
+    jittered = spec.compile()
+    rng = np.random.default_rng(0)
+    for field in (jittered.body_pos, jittered.geom_pos, jittered.site_pos):
+        field += rng.normal(scale=1e-9, size=field.shape)
+    data, shaken = mujoco.MjData(model), mujoco.MjData(jittered)
+    for _ in range(int(found["steps"])):
+        mujoco.mj_step(model, data)
+        mujoco.mj_step(jittered, shaken)
+    sensitivity = float(np.max(np.abs(shaken.xpos - data.xpos))) if model.nbody > 1 else 0.0
+    worst, body = 0.0, ""
+    for label, position in found.get("positions", {}).items():
+        prim = stage.GetPrimAtPath(label) if label.startswith("/") else None
+        if not prim or prim.HasAttribute("usdforge:stackedJointsOf") or not prim.HasAttribute("usdforge:sourceName"):
+            continue
+        index = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, prim.GetAttribute("usdforge:sourceName").Get())
+        if index > 0:
+            off = float(np.max(np.abs(np.asarray(position) - data.xpos[index])))
+            if off > worst:
+                worst, body = off, prim.GetAttribute("usdforge:sourceName").Get()
+    tolerance = max(ROLLOUT_TOLERANCE, 10.0 * sensitivity)
+    seconds = found["steps"] * model.opt.timestep
+    findings = []
+    if worst > tolerance:
+        findings.append(("warning", f"after a {seconds:g} s passive rollout (zero control) {engine} {version}'s "
+                         f"body '{body}' is {worst:.3g} m from where MuJoCo puts the source's (tolerance "
+                         f"{tolerance:.3g} m)"))
+    return findings, f"rollout vs the source: within {worst:.2g} m"
 
 
 def describe(facts: dict[str, Any]) -> str:

@@ -122,6 +122,7 @@ import newton
 from newton.solvers import SolverMuJoCo
 from newton._src.usd.schemas import SchemaResolverMjc, SchemaResolverNewton
 usd, seconds = sys.argv[1], float(sys.argv[2])
+dt = float(sys.argv[3]) if len(sys.argv) > 3 else 0.002  # the source's time step where it has one
 builder = newton.ModelBuilder()
 SolverMuJoCo.register_custom_attributes(builder)
 builder.add_usd(usd, schema_resolvers=[SchemaResolverMjc(), SchemaResolverNewton()])
@@ -146,12 +147,13 @@ if builder.body_count:
     solver = SolverMuJoCo(model, use_mujoco_cpu=True)
     state, nxt, control = model.state(), model.state(), model.control()
     newton.eval_fk(model, model.joint_q, model.joint_qd, state)
-    dt = 0.002
     for _ in range(int(round(seconds / dt))):
         solver.step(state, nxt, control, None, dt)
         state, nxt = nxt, state
         out["steps"] += 1
-    out["finite"] = bool(np.isfinite(state.body_q.numpy()).all())
+    poses = state.body_q.numpy()
+    out["finite"] = bool(np.isfinite(poses).all())
+    out["positions"] = {label: [float(v) for v in poses[b, :3]] for b, label in enumerate(builder.body_label)}
 print(json.dumps(out))
 """
 
@@ -274,7 +276,8 @@ def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path =
         path = Path(folder) / f"check_{engine.replace('-', '_')}.py"  # never newton.py: it would shadow newton
         path.write_text(script)
         try:
-            found = run_in_engine(engine, path, str(Path(usd_path).resolve()), str(ROLLOUT_SECONDS),
+            timestep = [str(source["timestep"])] if engine == "newton" and source and "timestep" in source else []
+            found = run_in_engine(engine, path, str(Path(usd_path).resolve()), str(ROLLOUT_SECONDS), *timestep,
                                   build_dir=build_dir, cwd=Path(folder), create=False, timeout=900)
         except (EngineError, subprocess.TimeoutExpired) as exc:
             result.add(failure_finding(name, root, f"{engine} cannot load the asset", exc, build_dir))
@@ -301,6 +304,14 @@ def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path =
         for severity, message in compare_with_source(engine, found["version"], found, source, kind, stage):
             result.add(Finding(name, root, message, severity))
         result.detail += f"; {describe(source)}"
+        if "positions" in found and "timestep" in source and found["finite"]:
+            # The decoder's rollout is compared with the source's by mujoco-roundtrip, body by body.
+            from usdforge.rules.verify.against_source import rollout_against_source
+
+            findings, summary = rollout_against_source(engine, found["version"], found, source, stage)
+            for severity, message in findings:
+                result.add(Finding(name, root, message, severity))
+            result.detail += f"; {summary}"
     if found.get("adapted"):
         result.detail += (f"; adapted: ArticulationRootAPI moved from {', '.join(found['adapted'])} to the fixed "
                           "base's root body (MuJoCo 4.0's USD decoder refuses it on the robot's Xform)")
