@@ -298,3 +298,15 @@ def test_the_first_real_error_of_an_engine_log_and_its_paths_made_relative(tmp_p
     assert first_error("loading\nerror: no such prim /robot/base\nexit 1\n") == "error: no such prim /robot/base"
     relative = relative_log(log, build)
     assert str(tmp_path) not in relative and 'File "build/venv-mujoco-usd/lib/' in relative
+
+
+def test_isaac_labs_spawn_is_compared_with_the_sources_dofs(looped):
+    """Isaac Lab 3.0's report (rules/verify/isaaclab_client.py) against the source: the looped arm has 5
+    joint DoFs (2 hinges, a ball's 3); a spawn with 4 is a failure naming the engine and the counts.
+    (The spawn itself needs build/venv-isaaclab: tests/test_isaaclab_asset.py.)"""
+    from usdforge.rules.verify.isaaclab_check import against_source
+
+    facts = looped[2]
+    assert against_source({"dofs": 5}, facts) == []
+    assert against_source({"dofs": 4}, facts) == [
+        "isaaclab==3.0.0 spawns 4 joint DoFs, the source has 5 (-1; a floating base's 6 not counted)"]

@@ -263,7 +263,7 @@ def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path =
     if engine == "isaaclab":
         from usdforge.rules.verify.isaaclab_check import isaaclab_check
 
-        return isaaclab_check(usd_path, stage, build_dir)
+        return isaaclab_check(usd_path, stage, build_dir, source)
     name = f"{engine}-load"
     if engine_python(engine, build_dir) is None:
         return skipped(name, f"skipped: {engine} is not set up (no {Path(build_dir) / f'venv-{engine}'}; "
