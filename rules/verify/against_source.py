@@ -188,6 +188,8 @@ def describe(facts: dict[str, Any]) -> str:
 def source_facts(kind: str, source: str | Path, cfg: dict[str, Any]) -> dict[str, Any] | None:
     """``mjcf_source_facts`` or ``urdf_source_facts`` with the cfg's ``fix_base``; None for meshes."""
     fix_base = bool(cfg.get("fix_base", False))
+    if Path(source).suffix == ".xacro":
+        raise ValueError("a xacro source: its URDF expansion is not kept to compare with")
     if kind == "mjcf":
         return mjcf_source_facts(source, fix_base)
     if kind == "urdf":

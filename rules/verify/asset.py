@@ -90,7 +90,9 @@ def verify_asset(kind: str, source: str, usd_path: str, cfg: dict[str, Any], bui
         try:
             source_facts = read_source_facts(kind, source, cfg)
         except Exception as exc:  # noqa: BLE001 - the source's oracle reports it; the loads say why not compared
-            unread = f"; not compared with the source: {type(exc).__name__}: {' '.join(str(exc).split())}"
+            from usdforge.rules.verify.logs import relative_log
+            unread = "; not compared with the source: " + relative_log(f"{type(exc).__name__}: "
+                                                                      f"{' '.join(str(exc).split())}", build_dir)
     # Isaac Lab spawns robots (articulations with their generated cfg), not meshes.
     for engine in engines:
         if engine != "isaaclab" or kind != "mesh":
