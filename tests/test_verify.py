@@ -266,6 +266,7 @@ def test_engine_loads_are_compared_with_the_source_and_name_engine_limits(looped
     assert (facts["dofs"], facts["bodies"], facts["joints"]) == (5, 3, {"revolute": 2, "spherical": 1})
     faithful = load_check(engine, usd, Usd.Stage.Open(str(usd)), BUILD, facts, "mjcf")
     assert faithful.status == "limited", [f.message for f in faithful.findings]
+    assert ("rollout vs the source: within" in faithful.detail) == (engine == "newton"), faithful.detail
     [limit] = faithful.limitations
     version = "newton 1.8.0" if engine == "newton" else "mujoco-usd 4.0.0"
     assert version in limit.message
