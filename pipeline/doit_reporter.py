@@ -36,8 +36,8 @@ class UsdforgeReporter(ConsoleReporter):
         fail, task = result["exception"], result["task"]
         if isinstance(fail, TaskFailed) and not fail.traceback:  # usdforge's own message (TaskFailed(str))
             lines = [line for line in str(fail.message).splitlines() if line.strip()]
-            if len(lines) > 1:  # a report of several findings (``doit verify``): one line each, as given
-                self.write("\n".join(lines) + "\n")
+            if len(lines) > 1:  # a report of several findings (``doit verify``): one line each, each an error
+                self.write("".join(f"usdforge: error: {line}\n" for line in lines))
                 return
             message = lines[0] if lines else task.name
         else:  # doit's (a missing file_dep, an action that raised): its name and first line, on one line

@@ -161,6 +161,45 @@ def test_static_kinematic_and_fixed_base_bodies():
     assert fixed.GetBody1Rel().GetTargets() == [base.GetPath()]
 
 
+def test_a_zero_inertia_fixed_base_passes_usd_validation(tmp_path):
+    """Issue 30: ufactory_lite6's link_base is welded to the world with mass and diaginertia="0 0 0";
+    written as is, UsdValidation's RigidBodyChecker failed it. Its moments are floored as a moving point
+    mass's are (it is welded: the simulation does not change)."""
+    path = write_model(tmp_path, """
+        <mujoco model="lite">
+          <worldbody>
+            <body name="link_base">
+              <inertial pos="0 0 0.05" mass="1.65" diaginertia="0 0 0"/>
+              <geom type="box" size="0.05 0.05 0.05"/>
+              <body name="link1" pos="0 0 0.1">
+                <joint name="j1" axis="0 0 1" range="-3 3"/>
+                <inertial pos="0 0 0.05" mass="1.0" diaginertia="0.01 0.01 0.01"/>
+                <geom type="capsule" size="0.02" fromto="0 0 0 0 0 0.1"/>
+              </body>
+            </body>
+          </worldbody>
+        </mujoco>""", "lite")
+    stage = stage_of(path)
+    assert physics_errors(stage) == []
+    base = UsdPhysics.MassAPI(prim_by_source(stage, "link_base"))
+    assert base.GetMassAttr().Get() == pytest.approx(1.65) and min(base.GetDiagonalInertiaAttr().Get()) > 0
+
+
+def test_options_left_unwritten_are_a_warning(tmp_path):
+    """Issue 30: without import_physics_scene a model's time step and medium (skydio_x2: 0.01 s, air
+    density and viscosity) were dropped silently, though engines simulate with them."""
+    from test_mjcf_support import converted
+
+    path = write_model(tmp_path, """
+        <mujoco model="drone">
+          <option timestep="0.01" density="1.225" viscosity="1.8e-5"/>
+          <worldbody><body name="x"><freejoint/><geom type="box" size="0.1 0.1 0.02"/></body></worldbody>
+        </mujoco>""", "drone")
+    [warning] = [w for w in converted(path).warnings if "<option>" in w]
+    assert "timestep 0.01, density 1.225, viscosity 1.8e-05 is not written" in warning
+    assert not [w for w in converted(path, import_physics_scene=True).warnings if "<option>" in w]
+
+
 def test_stacked_joints_become_a_chain_of_single_joints():
     stage = stage_of(fixture("stacked_joints.xml"))
     intermediate = prim_by_source(stage, "stacked_child__hinge_x")

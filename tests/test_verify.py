@@ -98,7 +98,9 @@ def test_a_broken_usd_fails_verify_naming_the_prim_and_the_check(arm_project, ca
     assert result.returncode != 0
     prim, check = BROKEN[case]
     lines = (result.stdout + result.stderr).splitlines()
-    assert any(line.startswith(f"tiny_arm: {prim}: {check}: ") for line in lines), "\n".join(lines)
+    assert any(line.startswith(f"usdforge: error: tiny_arm: {prim}: {check}: ") for line in lines), "\n".join(lines)
+    # Every failure line carries the prefix (issue 30: a failed asset's findings were printed without it).
+    assert not [line for line in lines if line.startswith("tiny_arm:")], "\n".join(lines)
     report = json.loads((work / "build/usd/tiny_arm/tiny_arm.verify.json").read_text())
     assert report["status"] == "failed"
 
@@ -192,3 +194,120 @@ def test_engine_loads_pass_a_faithful_asset_and_fail_one_newton_rejects(tmp_path
     copy.Save()
     result = load_check("newton", broken, copy, BUILD)
     assert result.status == "failed" and result.findings[0].check == "newton-load", result.detail
+    # Actionable (issue 30): the whole log in the finding, paths relative; the message names the exception.
+    finding = result.findings[0]
+    assert "Traceback (most recent call last)" in finding.log and str(BUILD) not in finding.log
+    exception = [line for line in finding.log.splitlines() if line and not line[0].isspace()
+                 and "Error" in line.split(":")[0]][0]
+    assert finding.message.startswith(f"newton cannot load the asset: {exception}"), (finding.message, finding.log)
+
+
+LOOPED = """<mujoco model="looped">
+  <worldbody>
+    <body name="base">
+      <inertial pos="0 0 0" mass="2" diaginertia="0.01 0.01 0.01"/>
+      <geom type="box" size="0.05 0.05 0.05"/>
+      <body name="upper" pos="0 0 0.1">
+        <joint name="shoulder" axis="0 1 0" range="-1 1" damping="1"/>
+        <geom type="capsule" size="0.02" fromto="0 0 0 0 0 0.2" mass="0.5"/>
+        <body name="lower" pos="0 0 0.2">
+          <joint name="elbow" type="ball" damping="1"/>
+          <geom type="capsule" size="0.02" fromto="0 0 0 0 0 0.2" mass="0.4"/>
+          <body name="tip" pos="0 0 0.2">
+            <joint name="wrist" axis="1 0 0" range="-1 1" damping="1"/>
+            <geom type="sphere" size="0.03" mass="0.1"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <equality><connect body1="tip" body2="base" anchor="0 0 0"/></equality>
+</mujoco>
+"""
+
+
+@pytest.fixture(scope="module")
+def looped(tmp_path_factory):
+    """A fixed-base arm with a ball joint and a ``connect`` loop, converted; a flattened copy whose wrist
+    is welded (one DoF, one moving body and a revolute joint fewer) and whose forearm lost half its mass;
+    the source's facts."""
+    from test_mjcf_support import converted
+    from usdforge.rules.verify.against_source import source_facts
+
+    folder = tmp_path_factory.mktemp("looped")
+    source = folder / "looped.xml"
+    source.write_text(LOOPED)
+    usd = converted(source).usd_path
+    broken = folder / "broken.usda"
+    Usd.Stage.Open(str(usd)).Export(str(broken))
+    stage = Usd.Stage.Open(str(broken))
+    for prim in stage.Traverse():
+        name = prim.GetAttribute("usdforge:sourceName").Get() if prim.HasAttribute("usdforge:sourceName") else None
+        if name == "wrist" and prim.GetTypeName() == "PhysicsRevoluteJoint":
+            prim.SetTypeName("PhysicsFixedJoint")
+        if name == "lower" and prim.HasAttribute("physics:mass"):
+            prim.GetAttribute("physics:mass").Set(0.2)
+    stage.Save()
+    return usd, broken, source_facts("mjcf", source, {})
+
+
+@pytest.mark.parametrize("engine", ["newton", "mujoco-usd"])
+def test_engine_loads_are_compared_with_the_source_and_name_engine_limits(looped, engine):
+    """Issue 30: the engine loads were compared with the USD only, so a USD that lost a DoF, a body or
+    mass passed wherever the engine read it faithfully. Against MuJoCo's compiled source: the faithful
+    conversion is ``limited`` by each engine's known limitation (the decoder welds ball joints, Newton
+    counts the loop's 3 DoFs), named with the engine's version; the broken copy fails naming the engine
+    and the counts."""
+    from engines import BUILD, engine_python
+    from usdforge.rules.verify.engines import load_check
+
+    engine_python(engine)
+    usd, broken, facts = looped
+    assert (facts["dofs"], facts["bodies"], facts["joints"]) == (5, 3, {"revolute": 2, "spherical": 1})
+    faithful = load_check(engine, usd, Usd.Stage.Open(str(usd)), BUILD, facts, "mjcf")
+    assert faithful.status == "limited", [f.message for f in faithful.findings]
+    assert ("rollout vs the source: within" in faithful.detail) == (engine == "newton"), faithful.detail
+    [limit] = faithful.limitations
+    version = "newton 1.8.0" if engine == "newton" else "mujoco-usd 4.0.0"
+    assert version in limit.message
+    assert ("counts 3 DoFs for the 1 joint(s) that close loops" if engine == "newton"
+            else "reads no spherical joints") in limit.message
+    result = load_check(engine, broken, Usd.Stage.Open(str(broken)), BUILD, facts, "mjcf")
+    errors = [f.message for f in result.errors]
+    assert result.status == "failed", errors
+    dofs = 5 if engine == "newton" else 2  # the decoder's source: the ball joint welded
+    bodies = 3 if engine == "newton" else 2
+    assert f"{version} loads {dofs - 1} DoFs, the source has {dofs} (-1)" in errors, errors
+    assert f"{version} loads {bodies - 1} moving bodies (rigid groups), the source has {bodies} (-1)" in errors
+    assert any(m.startswith(f"{version} loads ") and "kg of moving bodies" in m and "(-0.2 kg)" in m
+               for m in errors), errors
+
+
+def test_the_first_real_error_of_an_engine_log_and_its_paths_made_relative(tmp_path, monkeypatch):
+    """Issue 30: a failed engine check kept the log's last line (``Element name '…', id 1``), not its
+    cause; the whole log goes to the finding, without the build machine's absolute paths."""
+    from usdforge.rules.verify.logs import first_error, relative_log
+
+    monkeypatch.chdir(tmp_path)
+    build = tmp_path / "build"
+    log = (f"Warp 1.9 initialized\nWarning: a deprecated attribute\nTraceback (most recent call last):\n"
+           f'  File "{build}/venv-mujoco-usd/lib/python3.11/site-packages/mujoco/usd.py", line 3, in decode\n'
+           "    spec.compile()\nValueError: Error: mass and inertia of moving bodies must be larger than "
+           "mjMINVAL\nElement name 'link_base', id 1\n")
+    assert first_error(log) == ("ValueError: Error: mass and inertia of moving bodies must be larger than "
+                                "mjMINVAL Element name 'link_base', id 1")
+    assert first_error("loading\nerror: no such prim /robot/base\nexit 1\n") == "error: no such prim /robot/base"
+    relative = relative_log(log, build)
+    assert str(tmp_path) not in relative and 'File "build/venv-mujoco-usd/lib/' in relative
+
+
+def test_isaac_labs_spawn_is_compared_with_the_sources_dofs(looped):
+    """Isaac Lab 3.0's report (rules/verify/isaaclab_client.py) against the source: the looped arm has 5
+    joint DoFs (2 hinges, a ball's 3); a spawn with 4 is a failure naming the engine and the counts.
+    (The spawn itself needs build/venv-isaaclab: tests/test_isaaclab_asset.py.)"""
+    from usdforge.rules.verify.isaaclab_check import against_source
+
+    facts = looped[2]
+    assert against_source({"dofs": 5}, facts) == []
+    assert against_source({"dofs": 4}, facts) == [
+        "isaaclab==3.0.0 spawns 4 joint DoFs, the source has 5 (-1; a floating base's 6 not counted)"]

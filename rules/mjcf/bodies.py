@@ -109,6 +109,19 @@ def body_inertial(model: mujoco.MjModel, body: int) -> Inertial:
                     inertia=tensor)
 
 
+def _floored(model: mujoco.MjModel, body: int, custom: dict) -> Inertial:
+    """The body's compiled inertial; a point mass (a principal moment below ``mjMINVAL``, which MuJoCo
+    allows on a welded body) gets its moments raised to ``MASSLESS_INERTIA`` and ``MASSLESS_ATTRIBUTE`` in
+    ``custom``: engines and UsdValidation's RigidBodyChecker need positive principal moments."""
+    inertial = body_inertial(model, body)
+    if np.min(model.body_inertia[body]) < mujoco.mjMINVAL:
+        moments = np.maximum(model.body_inertia[body], MASSLESS_INERTIA)
+        rotation = pose_matrix(np.zeros(3), model.body_iquat[body])[:3, :3]
+        inertial.inertia = rotation @ np.diag(moments) @ rotation.T
+        custom[MASSLESS_ATTRIBUTE] = True
+    return inertial
+
+
 def massless_inertial() -> Inertial:
     """The token mass properties of a moving link MuJoCo lets be massless (see MASSLESS_MASS)."""
     return Inertial(mass=MASSLESS_MASS, center_of_mass=np.zeros(3), inertia=np.eye(3) * MASSLESS_INERTIA)
@@ -212,7 +225,11 @@ def read_bodies(loaded: LoadedModel, name: str, fix_base: bool = False) -> tuple
             # A static link gets no rigid body in the end (rules.mjcf.dynamics); its compiled mass is kept
             # here only so the shared writer has no massless body to complain about. A world-welded body
             # that carries moving bodies is the fixed base of their articulation instead.
-            static_inertial = body_inertial(model, body) if model.body_mass[body] > 0 else massless_inertial()
+            # A fixed base with mass but zero principal moments (ufactory_lite6's link_base, diaginertia 0):
+            # floored as a moving point mass is, so that UsdValidation's RigidBodyChecker accepts it (welded
+            # to the world, its inertia does not change the simulation).
+            static_inertial = (massless_inertial() if model.body_mass[body] <= 0 else
+                               _floored(model, body, custom) if body in anchors else body_inertial(model, body))
             if model.body_mass[body] <= 0 and body in anchors:
                 custom[MASSLESS_ATTRIBUTE] = True
             new_link(link_name, pose, inertial=static_inertial, custom=custom)
@@ -235,12 +252,8 @@ def read_bodies(loaded: LoadedModel, name: str, fix_base: bool = False) -> tuple
         if inertial is not None and inertial.mass < mujoco.mjMINVAL:
             inertial = massless_inertial()
             custom[MASSLESS_ATTRIBUTE] = True
-        elif inertial is not None and np.min(model.body_inertia[body]) < mujoco.mjMINVAL:
-            # A point mass (MuJoCo allows it on a welded body): engines need positive principal moments.
-            moments = np.maximum(model.body_inertia[body], MASSLESS_INERTIA)
-            rotation = pose_matrix(np.zeros(3), model.body_iquat[body])[:3, :3]
-            inertial.inertia = rotation @ np.diag(moments) @ rotation.T
-            custom[MASSLESS_ATTRIBUTE] = True
+        elif inertial is not None:
+            inertial = _floored(model, body, custom)
         joints = list(range(model.body_jntadr[body], model.body_jntadr[body] + model.body_jntnum[body]))
         if kinematic:
             bodies.kinematic.add(link_name)

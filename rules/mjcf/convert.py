@@ -85,6 +85,23 @@ def unseen_by_engines(model: mujoco.MjModel) -> tuple[list[str], list[str]]:
     return dynamics, parts
 
 
+def unwritten_options(model: mujoco.MjModel) -> list[str]:
+    """The model's ``<option>`` values that change the simulation and differ from MuJoCo's defaults
+    (time step, gravity, integrator, the medium's density, viscosity and wind), as ``name value`` texts:
+    without ``import_physics_scene`` no scene carries them and engines use their own."""
+    default = mujoco.MjModel.from_xml_string("<mujoco/>").opt
+    ours = model.opt
+    out = []
+    for field in ("timestep", "gravity", "density", "viscosity", "wind"):
+        mine, theirs = np.atleast_1d(getattr(ours, field)), np.atleast_1d(getattr(default, field))
+        if not np.allclose(mine, theirs, rtol=0.0, atol=1e-12):
+            value = " ".join(f"{v:g}" for v in mine)
+            out.append(f"{field} {value}")
+    if int(ours.integrator) != int(default.integrator):
+        out.append(f"integrator {mujoco.mjtIntegrator(int(ours.integrator)).name}")
+    return out
+
+
 def _keyframe(model: mujoco.MjModel, cfg: MjcfConverterCfg, asset: Path) -> int | None:
     """The id of the keyframe ``cfg.articulation_cfg_keyframe`` names (None when it names none);
     ConversionError, before anything is written, when the model has no such keyframe."""
@@ -149,6 +166,10 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
     for message in messages:
         warn(asset, message)
     dynamics, kept = unseen_by_engines(model)
+    unwritten = unwritten_options(model) if not cfg.import_physics_scene else []
+    if unwritten:  # a warning: each of these changes how the model moves
+        warn(asset, f"the model's <option> {', '.join(unwritten)} is not written (import_physics_scene is false): "
+                    "engines simulate with their own; import_physics_scene = true writes it")
     if dynamics:
         warn(asset, "kept as MuJoCo data (mjc:/mjcf: attributes) that physics engines reading UsdPhysics will "
                     "not simulate: " + ", ".join(dynamics))

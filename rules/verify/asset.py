@@ -20,7 +20,7 @@ from usdforge.rules.verify.findings import CheckResult, Finding
 
 #: Bumped when a check changes what it accepts, so that ``doit verify`` re-verifies every asset (the doit
 #: process reads it: nothing heavy is imported at this module's top).
-CHECKS_VERSION = 2
+CHECKS_VERSION = 3
 
 
 def _timed(function, *args, **kwargs) -> CheckResult:
@@ -81,9 +81,24 @@ def verify_asset(kind: str, source: str, usd_path: str, cfg: dict[str, Any], bui
         failed.add(Finding(f"{kind}-oracle", str(stage.GetDefaultPrim().GetPath()),
                            f"the source's oracle could not run: {type(exc).__name__}: {exc}"))
         checks.append(failed)
+    # The engines' loads are compared with the source too (rules.verify.against_source), where MuJoCo can
+    # compile it (usdforge converts some uncompilable models repaired, with warnings).
+    source_facts, unread = None, ""
+    from usdforge.rules.verify.engines import engine_python
+    if kind in ("mjcf", "urdf") and any(engine_python(engine, build_dir) for engine in engines):
+        from usdforge.rules.verify.against_source import source_facts as read_source_facts
+        try:
+            source_facts = read_source_facts(kind, source, cfg)
+        except Exception as exc:  # noqa: BLE001 - the source's oracle reports it; the loads say why not compared
+            from usdforge.rules.verify.logs import relative_log
+            unread = "; not compared with the source: " + relative_log(f"{type(exc).__name__}: "
+                                                                      f"{' '.join(str(exc).split())}", build_dir)
     # Isaac Lab spawns robots (articulations with their generated cfg), not meshes.
-    checks.extend(load_check(engine, usd_path, stage, build_dir) for engine in engines
-                  if engine != "isaaclab" or kind != "mesh")
+    for engine in engines:
+        if engine != "isaaclab" or kind != "mesh":
+            checks.append(load_check(engine, usd_path, stage, build_dir, source_facts, kind))
+            if unread and checks[-1].status != "skipped":
+                checks[-1].detail += unread
     if kind == "mjcf" and "mujoco-usd" in engines:
         from usdforge.rules.verify.roundtrip import roundtrip_check
         checks.append(roundtrip_check(source, usd_path, stage, build_dir))

@@ -11,7 +11,10 @@ package index) and reused after (delete the folder to rebuild). Warp's kernel ca
 MuJoCo and Newton schema resolvers; MuJoCo: ``MjSpec.from_file``, on a flattened copy with a fixed base's
 ``ArticulationRootAPI`` moved from the robot's Xform to its root body, which its decoder needs; the check's
 detail says so), its counts, joint limits and total
-mass are compared with OpenUSD's own reading, and a short passive rollout must stay finite.
+mass are compared with OpenUSD's own reading, its moving bodies, DoFs, mass and joint types with the source
+(``rules.verify.against_source``: known engine limitations are findings of severity ``limitation``), and a
+short passive rollout must stay finite. An engine that fails leaves its whole output in the finding's
+``log`` and names its first real error (``rules.verify.logs``).
 """
 
 from __future__ import annotations
@@ -40,7 +43,12 @@ ROLLOUT_SECONDS = 0.2
 
 
 class EngineError(RuntimeError):
-    """An engine environment could not be made, or a script run in it failed."""
+    """An engine environment could not be made, or a script run in it failed. log: the engine's whole
+    output (stdout then stderr), empty where nothing ran."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
 
 
 def engine_python(name: str, build_dir: str | Path = "build", create: bool = False) -> Path | None:
@@ -93,11 +101,13 @@ def run_in_engine(name: str, script: Path, *args: str, build_dir: str | Path = "
     done = subprocess.run([str(python), str(script), *args], capture_output=True, text=True, env=env,
                           timeout=timeout, cwd=cwd)
     if done.returncode != 0:
-        raise EngineError(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}")
+        raise EngineError(f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-4000:]}",
+                          f"{done.stdout}\n{done.stderr}".strip())
     try:
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError) as exc:
-        raise EngineError(f"{name} printed no JSON result: {done.stdout[-2000:]}") from exc
+        raise EngineError(f"{name} printed no JSON result: {done.stdout[-2000:]}",
+                          f"{done.stdout}\n{done.stderr}".strip()) from exc
 
 
 # Each script takes the USD path and the rollout length; prints one JSON line: counts, limits by joint prim
@@ -112,6 +122,7 @@ import newton
 from newton.solvers import SolverMuJoCo
 from newton._src.usd.schemas import SchemaResolverMjc, SchemaResolverNewton
 usd, seconds = sys.argv[1], float(sys.argv[2])
+dt = float(sys.argv[3]) if len(sys.argv) > 3 else 0.002  # the source's time step where it has one
 builder = newton.ModelBuilder()
 SolverMuJoCo.register_custom_attributes(builder)
 builder.add_usd(usd, schema_resolvers=[SchemaResolverMjc(), SchemaResolverNewton()])
@@ -121,19 +132,28 @@ for j, label in enumerate(builder.joint_label):
     if builder.joint_type[j] in (newton.JointType.REVOLUTE, newton.JointType.PRISMATIC):
         d = starts[j]
         limits[label.rsplit("/", 1)[-1]] = [float(builder.joint_limit_lower[d]), float(builder.joint_limit_upper[d])]
+names = {int(newton.JointType.REVOLUTE): "revolute", int(newton.JointType.PRISMATIC): "prismatic",
+         int(newton.JointType.BALL): "spherical", int(newton.JointType.FREE): "free",
+         int(newton.JointType.FIXED): "fixed", int(newton.JointType.D6): "d6", int(newton.JointType.DISTANCE): "distance"}
+joint_list = [[builder.joint_label[j], names.get(int(builder.joint_type[j]), str(int(builder.joint_type[j]))),
+               starts[j + 1] - starts[j], int(builder.joint_parent[j]), int(builder.joint_child[j])]
+              for j in range(builder.joint_count)]
 out = {"bodies": builder.body_count, "joints": builder.joint_count, "dofs": builder.joint_dof_count,
-       "mass": float(sum(builder.body_mass)), "limits": limits, "finite": True, "steps": 0}
+       "mass": float(sum(builder.body_mass)), "limits": limits, "finite": True, "steps": 0,
+       "version": newton.__version__, "joint_list": joint_list,
+       "body_list": [[builder.body_label[b], float(builder.body_mass[b])] for b in range(builder.body_count)]}
 if builder.body_count:
     model = builder.finalize(device="cpu")
     solver = SolverMuJoCo(model, use_mujoco_cpu=True)
     state, nxt, control = model.state(), model.state(), model.control()
     newton.eval_fk(model, model.joint_q, model.joint_qd, state)
-    dt = 0.002
     for _ in range(int(round(seconds / dt))):
         solver.step(state, nxt, control, None, dt)
         state, nxt = nxt, state
         out["steps"] += 1
-    out["finite"] = bool(np.isfinite(state.body_q.numpy()).all())
+    poses = state.body_q.numpy()
+    out["finite"] = bool(np.isfinite(poses).all())
+    out["positions"] = {label: [float(v) for v in poses[b, :3]] for b, label in enumerate(builder.body_label)}
 print(json.dumps(out))
 """
 
@@ -184,9 +204,17 @@ data = mujoco.MjData(model)
 steps = int(round(seconds / model.opt.timestep))
 for _ in range(steps):
     mujoco.mj_step(model, data)
+names = {0: "free", 1: "spherical", 2: "prismatic", 3: "revolute"}
+widths = {0: 6, 1: 3, 2: 1, 3: 1}
+joint_list = [[model.joint(j).name, names[int(model.jnt_type[j])], widths[int(model.jnt_type[j])], -1, -1]
+              for j in range(model.njnt)]
+# A body's rigid group: MuJoCo's weld root (None: welded to the world), by prim path.
+body_list = [[model.body(b).name, float(model.body_mass[b]),
+              model.body(int(model.body_weldid[b])).name if model.body_weldid[b] else None] for b in range(1, model.nbody)]
 print(json.dumps({"adapted": adapted, "bodies": int(model.nbody - 1), "joints": int(model.njnt), "dofs": int(model.nv),
                   "actuators": int(model.nu), "mass": float(model.body_mass[1:].sum()), "limits": limits,
-                  "finite": bool(np.isfinite(data.qpos).all() and np.isfinite(data.xpos).all()), "steps": steps}))
+                  "finite": bool(np.isfinite(data.qpos).all() and np.isfinite(data.xpos).all()), "steps": steps,
+                  "version": mujoco.__version__, "joint_list": joint_list, "body_list": body_list}))
 """
 
 
@@ -210,14 +238,32 @@ def _usd_facts(stage) -> dict:
     return {"bodies": bodies, "mass": mass, "limits": limits}
 
 
-def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path = "build"):
-    """The verify check ``<engine>-load`` (module docstring); skipped when the engine is not set up."""
+def failure_finding(check: str, prim: str, what: str, exc: Exception, build_dir: str | Path = "build"):
+    """The finding of an engine that failed: ``<what>: <the first real error of its output>``, its whole
+    output as the finding's ``log`` (``rules.verify.logs``: paths relative, bounded)."""
+    from usdforge.rules.verify.findings import Finding
+    from usdforge.rules.verify.logs import first_error, relative_log
+
+    if isinstance(exc, subprocess.TimeoutExpired):
+        output = [part.decode("utf-8", "replace") if isinstance(part, bytes) else part or ""
+                  for part in (exc.stdout, exc.stderr)]
+        log = relative_log("\n".join(output).strip() + f"\ntimed out after {exc.timeout:g} s", build_dir)
+        return Finding(check, prim, f"{what}: timed out after {exc.timeout:g} s", log=log)
+    log = relative_log(getattr(exc, "log", "") or str(exc), build_dir)
+    return Finding(check, prim, f"{what}: {first_error(log) or type(exc).__name__}", log=log)
+
+
+def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path = "build",
+               source: dict | None = None, kind: str = ""):
+    """The verify check ``<engine>-load`` (module docstring); skipped when the engine is not set up.
+    source, kind: ``rules.verify.against_source.source_facts`` of the asset's source and its kind
+    (``mjcf``/``urdf``): the load is also compared with the source (None: with the USD only)."""
     from usdforge.rules.verify.findings import CheckResult, Finding, skipped
 
     if engine == "isaaclab":
         from usdforge.rules.verify.isaaclab_check import isaaclab_check
 
-        return isaaclab_check(usd_path, stage, build_dir)
+        return isaaclab_check(usd_path, stage, build_dir, source)
     name = f"{engine}-load"
     if engine_python(engine, build_dir) is None:
         return skipped(name, f"skipped: {engine} is not set up (no {Path(build_dir) / f'venv-{engine}'}; "
@@ -230,11 +276,11 @@ def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path =
         path = Path(folder) / f"check_{engine.replace('-', '_')}.py"  # never newton.py: it would shadow newton
         path.write_text(script)
         try:
-            found = run_in_engine(engine, path, str(Path(usd_path).resolve()), str(ROLLOUT_SECONDS),
+            timestep = [str(source["timestep"])] if engine == "newton" and source and "timestep" in source else []
+            found = run_in_engine(engine, path, str(Path(usd_path).resolve()), str(ROLLOUT_SECONDS), *timestep,
                                   build_dir=build_dir, cwd=Path(folder), create=False, timeout=900)
         except (EngineError, subprocess.TimeoutExpired) as exc:
-            last = [line for line in str(exc).strip().splitlines() if line.strip()]
-            result.add(Finding(name, root, f"{engine} cannot load the asset: {last[-1] if last else exc}"))
+            result.add(failure_finding(name, root, f"{engine} cannot load the asset", exc, build_dir))
             result.seconds = time.perf_counter() - started
             return result
     expected = _usd_facts(stage)
@@ -252,6 +298,20 @@ def load_check(engine: str, usd_path: str | Path, stage, build_dir: str | Path =
         result.add(Finding(name, root, f"a {ROLLOUT_SECONDS} s passive rollout in {engine} went non-finite"))
     result.detail = (f"{found['bodies']} bodies, {found['dofs']} DoFs, {found['mass']:.4g} kg, "
                      f"{found['steps']} passive steps {'finite' if found['finite'] else 'NON-FINITE'}")
+    if source is not None:
+        from usdforge.rules.verify.against_source import compare_with_source, describe
+
+        for severity, message in compare_with_source(engine, found["version"], found, source, kind, stage):
+            result.add(Finding(name, root, message, severity))
+        result.detail += f"; {describe(source)}"
+        if "positions" in found and "timestep" in source and found["finite"]:
+            # The decoder's rollout is compared with the source's by mujoco-roundtrip, body by body.
+            from usdforge.rules.verify.against_source import rollout_against_source
+
+            findings, summary = rollout_against_source(engine, found["version"], found, source, stage)
+            for severity, message in findings:
+                result.add(Finding(name, root, message, severity))
+            result.detail += f"; {summary}"
     if found.get("adapted"):
         result.detail += (f"; adapted: ArticulationRootAPI moved from {', '.join(found['adapted'])} to the fixed "
                           "base's root body (MuJoCo 4.0's USD decoder refuses it on the robot's Xform)")

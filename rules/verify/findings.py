@@ -7,19 +7,24 @@ from typing import Any
 
 import attrs
 
-#: The outcomes a check can have; ``failed`` means at least one finding of severity ``error``.
-STATUSES = ("passed", "failed", "skipped")
+#: The outcomes a check can have; ``failed`` means at least one finding of severity ``error``, ``limited``
+#: none but at least one ``limitation`` (the engine could not show what it was asked to: not a pass).
+STATUSES = ("passed", "failed", "skipped", "limited")
 
 
 @attrs.frozen
 class Finding:
     """One problem. check: the check's name (e.g. ``joint-limits``); prim: the USD prim path it is about
-    (the asset's root prim when it is about the whole asset); severity: ``error`` or ``warning``."""
+    (the asset's root prim when it is about the whole asset); severity: ``error``, ``warning`` or
+    ``limitation`` (a known limitation of a third-party engine, named with its version: neither hidden nor
+    a pass); log: the engine's whole output where an engine failed (``rules.verify.logs``: paths relative),
+    else empty."""
 
     check: str
     prim: str
     message: str
     severity: str = "error"
+    log: str = ""
 
     def line(self, asset: str) -> str:
         """The one-line form ``doit verify`` prints: asset, prim, check, message."""
@@ -41,10 +46,16 @@ class CheckResult:
         self.findings.append(finding)
         if finding.severity == "error":
             self.status = "failed"
+        elif finding.severity == "limitation" and self.status == "passed":
+            self.status = "limited"
 
     @property
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def limitations(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "limitation"]
 
     @property
     def warnings(self) -> list[Finding]:

@@ -19,7 +19,8 @@ from pathlib import Path
 from pxr import Usd, UsdPhysics
 
 from usdforge.rules.outputs import articulation_cfg_file_name
-from usdforge.rules.verify.engines import EngineError, _usd_facts, engine_python, run_in_engine
+from usdforge.rules.verify.engines import (ENGINES, EngineError, _usd_facts, engine_python, failure_finding,
+                                            run_in_engine)
 
 #: Metres: how far a root may lie from where the cfg puts it, and how far a fixed base may move in 1 s.
 PLACEMENT_TOLERANCE = 1e-3
@@ -81,8 +82,20 @@ def compare(report: dict, expected: dict) -> list[str]:
     return problems
 
 
-def isaaclab_check(usd_path: str | Path, stage, build_dir: str | Path = "build"):
-    """The verify check ``isaaclab-load`` (module docstring)."""
+def against_source(report: dict, source: dict) -> list[str]:
+    """Problems of a client report against the source's facts (``rules.verify.against_source``): the
+    articulation's DoFs (Isaac Lab counts a spherical joint's three, not a floating base's six) and, with
+    the engine's version, how many differ."""
+    expected = source["dofs"] - 6 * source["joints"].get("free", 0)
+    if "error" in report or report["dofs"] == expected:
+        return []
+    return [f"{ENGINES['isaaclab']} spawns {report['dofs']} joint DoFs, the source has {expected} "
+            f"({report['dofs'] - expected:+d}; a floating base's 6 not counted)"]
+
+
+def isaaclab_check(usd_path: str | Path, stage, build_dir: str | Path = "build", source: dict | None = None):
+    """The verify check ``isaaclab-load`` (module docstring); ``source``: the source's facts
+    (``rules.verify.against_source.source_facts``), compared with the spawned articulation's DoFs."""
     from usdforge.rules.verify.findings import CheckResult, Finding, skipped
 
     name = "isaaclab-load"
@@ -98,8 +111,10 @@ def isaaclab_check(usd_path: str | Path, stage, build_dir: str | Path = "build")
     try:
         report = spawn({"asset": cfg}, build_dir)["asset"]
     except (EngineError, subprocess.TimeoutExpired) as exc:
-        report = {"error": str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)}
-    for problem in compare(report, expected_facts(stage)):
+        result.add(failure_finding(name, root, "Isaac Lab cannot spawn it", exc, build_dir))
+        result.seconds = time.perf_counter() - started
+        return result
+    for problem in compare(report, expected_facts(stage)) + (against_source(report, source) if source else []):
         result.add(Finding(name, root, problem))
     if "error" not in report:
         result.detail = (f"2 envs: {report['dofs']} DoFs, {report['num_bodies']} bodies, "

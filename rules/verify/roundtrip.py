@@ -56,7 +56,7 @@ POSITION_TOLERANCE = 1e-4  # m, after the rollout
 # Runs in the decoder's environment: argv = source, usd, configurations, seed, rollout seconds. Prints one
 # JSON line: {"errors": [[element, message]], "limits": [[element, key]], "deprecations": [...], "summary"}.
 SCRIPT = r'''
-import copy, json, os, sys, tempfile
+import copy, json, os, sys, tempfile, traceback
 import numpy as np, mujoco
 from pxr import Usd
 ''' + DECODER_ADAPTATION + r'''
@@ -347,7 +347,7 @@ for source, usd in pairs:
     try:
         results[usd] = compare(source, usd, *numbers)
     except Exception as exc:
-        results[usd] = {"failed": " ".join(str(exc).split())}
+        results[usd] = {"failed": " ".join(str(exc).split()), "log": traceback.format_exc()}
 print(json.dumps(results))
 '''
 
@@ -379,7 +379,7 @@ def decode_and_compare(source: str | Path, usd_path: str | Path, build_dir: str 
                                     create=create)
     result = next(iter(found.values()))
     if "failed" in result:
-        raise EngineError(f"mujoco-usd failed:\n{result['failed']}")
+        raise EngineError(f"mujoco-usd failed:\n{result['failed']}", result.get("log", result["failed"]))
     return result
 
 
@@ -387,7 +387,7 @@ def roundtrip_check(source: str | Path, usd_path: str | Path, stage, build_dir: 
                     configurations: int = 10):
     """The verify check ``mujoco-roundtrip`` (module docstring); skipped when the decoder's environment is
     not set up."""
-    from usdforge.rules.verify.engines import EngineError, engine_python
+    from usdforge.rules.verify.engines import EngineError, engine_python, failure_finding
     from usdforge.rules.verify.findings import CheckResult, Finding, skipped
 
     name = "mujoco-roundtrip"
@@ -400,8 +400,7 @@ def roundtrip_check(source: str | Path, usd_path: str | Path, stage, build_dir: 
     try:
         found = decode_and_compare(source, usd_path, build_dir, configurations=configurations)
     except (EngineError, subprocess.TimeoutExpired) as exc:
-        last = [line for line in str(exc).strip().splitlines() if line.strip()]
-        result.add(Finding(name, root, f"MuJoCo's decoder cannot read the asset back: {last[-1] if last else exc}"))
+        result.add(failure_finding(name, root, "MuJoCo's decoder cannot read the asset back", exc, build_dir))
         result.seconds = time.perf_counter() - started
         return result
     for element, message in found["errors"]:
