@@ -41,7 +41,8 @@ img.thumb{width:160px;height:120px;object-fit:contain;border:1px solid #ddd;back
 .views img{width:320px;height:240px;border:1px solid #ddd;margin:0 8px 8px 0;background:#eee}
 .badge{display:inline-block;border-radius:3px;padding:1px 6px;margin:1px;font-size:12px;white-space:nowrap}
 .passed{background:#dff3df;color:#185c18}.failed>.badge.status,.badge.failed{background:#f8d4d4;color:#8a1010}
-.skipped{background:#ececec;color:#555}.warning{background:#fff2cc;color:#6a5000}
+.skipped{background:#ececec;color:#555}.limited{background:#fde7c8;color:#7a4300}
+.warning{background:#fff2cc;color:#6a5000}
 #summary{display:flex;gap:28px;margin:0 0 18px;padding:0}#summary div{background:#fff;border:1px solid #e3e3e0;
 padding:8px 14px}#summary dt{font-size:12px;color:#666}#summary dd{margin:0;font-size:20px;font-weight:600}
 .num{text-align:right;font-variant-numeric:tabular-nums}code{font-size:12px}ul{margin:4px 0;padding-left:18px}
@@ -186,9 +187,10 @@ def failure_reasons(result: dict[str, Any], most: int = 3) -> list[str]:
 def _badges(result: dict[str, Any], rel: Relative) -> str:
     parts = []
     for check in result["checks"]:
-        errors = sum(f["severity"] == "error" for f in check["findings"])
-        title = check["detail"] if not errors else "; ".join(
-            f"{f['prim']}: {f['message']}" for f in check["findings"] if f["severity"] == "error")[:600]
+        # a failed check's title is its errors; a limited one's the engine limitations it met (#30)
+        shown = [f for f in check["findings"] if f["severity"] == "error"] or [
+            f for f in check["findings"] if f["severity"] == "limitation"]
+        title = check["detail"] if not shown else "; ".join(f"{f['prim']}: {f['message']}" for f in shown)[:600]
         parts.append(f"<span class=\"badge {check['status']}\" data-check=\"{escape(check['name'])}\" "
                      f"data-status=\"{check['status']}\" title=\"{escape(rel.text(title))}\">"
                      f"{escape(check['name'])}</span>")
