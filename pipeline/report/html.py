@@ -164,6 +164,9 @@ def summary(rows: list[dict[str, Any]], run_started: float | None = None,
                          "cpu_seconds": round(sum(cpu), 2) if len(cpu) == len(timings) else None}
     return {"assets": len(rows), "passed": sum(r["status"] == "passed" for r in rows),
             "failed": sum(r["status"] == "failed" for r in rows),
+            # passed, but an engine check met a known engine limitation (listed, not called a pass)
+            "limited": sum(r["status"] == "passed" and any(c["status"] == "limited" for c in r["checks"])
+                           for r in results),
             "warnings": sum(len(warnings_of(r)) for r in results),
             "notes": sum(len(notes_of(r)) for r in results),
             "run_seconds": None if run_started is None else round(now - run_started, 2),
@@ -208,6 +211,7 @@ def _seconds(value: float | None) -> str:
 def _summary_html(figures: dict[str, Any]) -> str:
     cells = "".join(f"<div><dt>{label}</dt><dd data-key=\"{key}\">{escape(str(figures[key]))}</dd></div>"
                     for key, label in (("assets", "assets"), ("passed", "passed"), ("failed", "failed"),
+                                       ("limited", "passed with engine limitations"),
                                        ("warnings", "warnings (change the simulation)"),
                                        ("notes", "notes (routine)")))
     cells += (f"<div title=\"the doit run that wrote this report, from its start to the writing\"><dt>wall time "
