@@ -16,7 +16,6 @@ import argparse
 import logging
 import os
 import sys
-import tomllib
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -177,6 +176,8 @@ def convert_command(args: argparse.Namespace) -> str:
         disable_asset_cache()
     table: dict = {}
     if args.config is not None:
+        import tomllib  # only a --config run reads TOML
+
         try:
             table = tomllib.loads(args.config.read_text())
         except FileNotFoundError:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import importlib.metadata
 import json
 import os
 import re
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from usdforge.rules.versions import distribution_version
 
 #: Extensions Assimp reads first (lower case, no dot). glTF/GLB, OBJ, PLY, OFF, STL, COLLADA, FBX.
 ASSIMP_FIRST = ("stl", "obj", "ply", "off", "glb", "gltf", "dae", "fbx")
@@ -83,10 +84,7 @@ class RawPart(NamedTuple):
 @functools.cache
 def assimp_version() -> str:
     """The version of the assimp-py binding ("absent" when it is not installed)."""
-    try:
-        return importlib.metadata.version("assimp-py")
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
+    return distribution_version("assimp-py")
 
 
 def read_assimp(path: Path) -> list[RawPart] | str:

@@ -19,7 +19,6 @@ the code and library versions that read it: a file used by several conversions i
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 import os
@@ -34,6 +33,7 @@ import numpy as np
 
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.mesh.references import mesh_references
+from usdforge.rules.versions import distribution_version
 
 if TYPE_CHECKING:  # trimesh (and the scipy it imports) only when a mesh file is read or measured
     import trimesh
@@ -242,10 +242,7 @@ def _reader_stamp() -> str:
     for path in _READER_CODE:
         digest.update(path.read_bytes())
     for name in ("trimesh", "numpy", "pycollada", "pillow", "assimp-py"):
-        try:
-            digest.update(f"{name}={importlib.metadata.version(name)};".encode())
-        except importlib.metadata.PackageNotFoundError:
-            digest.update(f"{name}=absent;".encode())
+        digest.update(f"{name}={distribution_version(name)};".encode())
     return digest.hexdigest()
 
 
