@@ -16,6 +16,7 @@ import argparse
 import logging
 import os
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -176,8 +177,6 @@ def convert_command(args: argparse.Namespace) -> str:
         disable_asset_cache()
     table: dict = {}
     if args.config is not None:
-        import tomllib  # only a --config run reads TOML
-
         try:
             table = tomllib.loads(args.config.read_text())
         except FileNotFoundError:

@@ -47,7 +47,8 @@ FALLBACK_CLASSES = {
     "polygons": "faces with more than three corners, which Assimp may split along the other diagonal",
     "several meshes": "an STL, PLY, OFF or OBJ that Assimp splits into several meshes (trimesh names and "
                       "groups them its own way)",
-    "texture": "a textured material: trimesh decodes the image, which the output keeps as it did",
+    "texture": "a textured material other than a COLLADA diffuse map of an existing file without a "
+               "<transparent> colour (Assimp and trimesh differ on the others' colours; trimesh decodes the image)",
     "transparency": "a material with an opacity below 1 (Assimp and trimesh read COLLADA's transparency "
                     "differently)",
     "missing reference": "an OBJ whose MTL or texture file is missing (Assimp makes up a material)",
@@ -159,7 +160,10 @@ def read_assimp(path: Path) -> list[RawPart] | str:
             return "uv without material"
         color, texture = _material(material, path)
         if texture is not None:
-            return "texture"
+            if extension != "dae" or not texture.is_file() or not _opaque_transparent_colors(path):
+                return "texture"
+            # trimesh's COLLADA material with a diffuse map: white, the map decoded from the same file.
+            color = (1.0, 1.0, 1.0, 1.0)
         if color is not None and color[3] < 1.0:
             return "transparency"
         # trimesh's names: the file's name for a one-mesh format, the geometry (COLLADA) or node (glTF)
@@ -174,6 +178,24 @@ def read_assimp(path: Path) -> list[RawPart] | str:
     if not parts:
         return "no triangles"
     return sorted(parts, key=lambda part: part.name)
+
+
+#: COLLADA <transparent> elements, and those that are a colour (its four numbers).
+_COLLADA_TRANSPARENT = re.compile(rb"<transparent\b")
+_COLLADA_TRANSPARENT_COLOR = re.compile(rb"<transparent\b[^>]*>\s*<color\b[^>]*>([^<]*)</color>")
+
+
+def _opaque_transparent_colors(path: Path) -> bool:
+    """Whether every ``<transparent>`` of a COLLADA file is a colour whose alpha is 1: trimesh takes that
+    alpha as a textured material's opacity, where Assimp weighs it with ``<transparency>`` its own way."""
+    data = path.read_bytes()
+    colors = _COLLADA_TRANSPARENT_COLOR.findall(data)
+    if len(colors) != len(_COLLADA_TRANSPARENT.findall(data)):
+        return False
+    try:
+        return all(float(text.split()[3]) == 1.0 for text in colors)
+    except (IndexError, ValueError):
+        return False
 
 
 #: COLLADA line primitives: no surface (trimesh drops them), and assimp-py refuses a file holding any.

@@ -153,7 +153,12 @@ def _from_assimp(name: str, raw: Any) -> MeshPart:
     if colors is None:
         unique, inverse = _weld(points)
         points, faces = points[unique], inverse[faces]
-    part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=raw.color)
+    image = None
+    if raw.texture is not None:  # decoded as trimesh decodes it (the output keeps the decoded image)
+        from usdforge.rules.files import open_texture
+
+        image = open_texture(raw.texture)
+    part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=raw.color, image=image)
     return _bake(part, raw.transform)
 
 
