@@ -27,7 +27,8 @@ every model, peak RSS ≤ 1.1× the peer's on the median; beyond it (issue #18) 
 of one run, not runs of different days; the CPU time (user + system) of each side is printed too, as it
 varies less with load than the wall time.
 
-Both sides start from compiled bytecode, as after ``pip install``: the peer's venv holds the ``.pyc`` files
+usdforge runs from a bare venv that sees this interpreter's libraries (``usdforge_command``), as the peers
+run from theirs. Both sides start from compiled bytecode, as after ``pip install``: the peer's venv holds the ``.pyc`` files
 pip wrote, and before measuring this compiles usdforge's modules (``compileall``) where Python would not
 have written them itself (``PYTHONDONTWRITEBYTECODE``, a read-only checkout). Without that, every run of
 usdforge would compile its ~70 modules from source, a tenth of a second the peer never pays.
@@ -57,16 +58,38 @@ GOAL_WALL_RATIO = 0.7
 MIN_DOIT_SPEEDUP = 3.0
 
 
+#: A venv of this interpreter that sees its installed libraries and this checkout's usdforge, as a venv
+#: with ``pip install usdforge`` would (``usdforge_command``).
+OURS_VENV = REPO / "build" / "bench-venv-usdforge"
+
+
 def usdforge_command() -> list[str]:
-    """The ``usdforge`` console script of this interpreter (what ``pip install`` puts on PATH)."""
-    script = Path(sys.executable).parent / "usdforge"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "usdforge.pipeline.cli"]
+    """``usdforge`` as a user runs it from a venv of their own, as the peers run here: this interpreter's
+    libraries and this checkout's ``src/`` on the path of a bare venv (``OURS_VENV``, made once, no pip).
+
+    Not this interpreter itself: the ``.pth`` files of its site-packages run at every start (here one
+    imports certifi: a bare start takes 0.04 s of CPU instead of 0.01 s; a conversion, which imports most
+    of that anyway, 0-0.02 s more), which a venv's interpreter, like the peers', never runs: a ``.pth`` in a
+    folder named by another ``.pth`` is not read."""
+    import site
+
+    python = OURS_VENV / "bin" / "python"
+    if not python.is_file():
+        done = subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--clear", str(OURS_VENV)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"bench: cannot make {OURS_VENV}: {done.stderr[-500:]}")
+    paths = [str(REPO / "src"), *site.getsitepackages()]
+    found = next((OURS_VENV / "lib").glob("python*/site-packages"))
+    (found / "usdforge_bench.pth").write_text("".join(f"{p}\n" for p in paths))
+    return [str(python), "-m", "usdforge.pipeline.cli"]
 
 
 def ensure_bytecode() -> None:
     """Compile the modules of the usdforge that ``usdforge_command()`` imports, as ``pip install`` does."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    where = subprocess.run([sys.executable, "-c", "import os, usdforge; print(os.path.dirname(usdforge.__file__))"],
+    python = usdforge_command()[0]
+    where = subprocess.run([python, "-c", "import os, usdforge; print(os.path.dirname(usdforge.__file__))"],
                            env=env, capture_output=True, text=True, check=True).stdout.strip()
     done = subprocess.run([sys.executable, "-m", "compileall", "-q", where], env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -184,7 +207,7 @@ def print_models(models: list[dict], results: dict, repeat: int) -> None:
 
 def import_floor(repeat: int) -> list[tuple[str, list[str]]]:
     """What a conversion pays before converting, each a whole process."""
-    python = sys.executable
+    python = usdforge_command()[0]
     urdf_python = str(venv_python(VENV, THEIRS))
     mjcf_python = str(venv_python(MJCF_VENV, MJCF_THEIRS))
     cli = "import usdforge.pipeline.cli; "
