@@ -160,7 +160,8 @@ def read_assimp(path: Path) -> list[RawPart] | str:
             return "uv without material"
         color, texture = _material(material, path)
         if texture is not None:
-            if extension != "dae" or not texture.is_file() or not _opaque_transparent_colors(path):
+            if extension != "dae" or not texture.is_file() or not _opaque_transparent_colors(path) \
+                    or not _named_image(path, texture):
                 return "texture"
             # trimesh's COLLADA material with a diffuse map: white, the map decoded from the same file.
             color = (1.0, 1.0, 1.0, 1.0)
@@ -183,6 +184,14 @@ def read_assimp(path: Path) -> list[RawPart] | str:
 #: COLLADA <transparent> elements, and those that are a colour (its four numbers).
 _COLLADA_TRANSPARENT = re.compile(rb"<transparent\b")
 _COLLADA_TRANSPARENT_COLOR = re.compile(rb"<transparent\b[^>]*>\s*<color\b[^>]*>([^<]*)</color>")
+
+
+def _named_image(path: Path, texture: Path) -> bool:
+    """Whether ``texture`` (as Assimp resolved it) is an image the COLLADA file names in
+    ``<library_images>`` as the reference checks resolve it: only a file those checks passed is opened."""
+    from usdforge.rules.mesh.references import dae_references
+
+    return any(os.path.normpath(texture) == os.path.normpath(image) for image in dae_references(path))
 
 
 def _opaque_transparent_colors(path: Path) -> bool:
