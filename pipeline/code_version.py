@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
-import re
-import sys
 from pathlib import Path
 from typing import Callable
+
+from usdforge.rules.versions import distribution_version
 
 #: Distributions whose versions shape the bytes a conversion writes, per kind.
 BYTE_SHAPING = {
@@ -50,45 +49,10 @@ def _code_stamp() -> str:
     return code_stamp(lambda path: hashlib.sha256(path.read_bytes()).hexdigest())
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
-@functools.cache
-def _installed() -> dict[str, str]:
-    """{canonical distribution name: version} from the ``*.dist-info``/``*.egg-info`` names on sys.path,
-    the first one found winning (as imports and ``importlib.metadata`` do). One listing per sys.path
-    folder: importing ``importlib.metadata`` and asking it once per distribution costs a no-op ``doit
-    convert`` about 50 ms."""
-    found: dict[str, str] = {}
-    for folder in sys.path:
-        try:
-            names = os.listdir(folder or ".")
-        except OSError:
-            continue
-        for name in names:
-            if name.endswith((".dist-info", ".egg-info")):
-                distribution, _, version = name.rsplit(".", 1)[0].partition("-")
-                found.setdefault(_canonical(distribution), version.split("-")[0])
-    return found
-
-
 @functools.cache
 def library_versions(kind: str) -> dict[str, str]:
     """{distribution: version} of the byte-shaping libraries of ``kind`` ("absent" when not installed)."""
-    versions = {}
-    for name in BYTE_SHAPING[kind]:
-        installed = _installed()
-        if installed:
-            versions[name] = installed.get(_canonical(name), "absent")
-            continue
-        import importlib.metadata  # no listing at all (a zip application): ask
-
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = "absent"
-    return versions
+    return {name: distribution_version(name) for name in BYTE_SHAPING[kind]}
 
 
 def tools_digest(kind: str, digest: Callable[[Path], str] | None = None) -> str:

@@ -257,6 +257,12 @@ def _pillow():
     return Image
 
 
+def open_texture(path: Path):
+    """``PIL.Image.open(path)`` within the texture pixel limit, not decoded yet (trimesh's COLLADA reader
+    opens a material's image so; the reference checks decoded it once already)."""
+    return _pillow().open(path)
+
+
 def _image_problem(path: Path, quiet: bool = True) -> str | None:
     """Why ``path`` cannot be decoded as an image by Pillow (within ``MAX_TEXTURE_PIXELS``), or None."""
     Image = _pillow()
@@ -289,9 +295,9 @@ def _decoded_verdict(path: Path) -> tuple[object, str] | None:
 
 @functools.cache
 def _pillow_version() -> str:
-    from importlib.metadata import version
+    from usdforge.rules.versions import distribution_version
 
-    return version("pillow")
+    return distribution_version("pillow")
 
 
 def model_roots(model_file: Path, extra: Iterable[str | Path] = ()) -> list[Path]:

@@ -1,7 +1,8 @@
 """One cattrs converter for every cfg class, and the error that names the bad field's path.
 
 The converter is built on first use (``get_converter()``; ``converter`` is the same object), not at
-import: building it is a tenth of a second that ``import usdforge`` should not pay. Cfg modules add their
+import; the code of each class's hooks is generated when a cfg of that class is first (un)structured, so a
+one-off conversion pays only for the classes it uses. Cfg modules add their
 own hooks with ``register_hooks``. ``get_converter().unstructure(cfg)`` gives plain dicts;
 ``structure_cfg(data, Cls, path)`` builds a cfg and turns any cattrs/attrs failure into one
 ``ConfigError`` line such as
@@ -13,7 +14,6 @@ not None is written as ``false``.
 
 from __future__ import annotations
 
-import gc
 import json
 import tomllib
 import typing
@@ -23,7 +23,6 @@ import attrs
 import cattrs
 import tomli_w
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
-from cattrs.strategies import include_subclasses
 
 from usdforge.schemas.validators import FieldValueError
 
@@ -37,8 +36,8 @@ class ConfigError(ValueError):
 def _property_group_bases() -> list[type]:
     """Base classes whose fields accept any subclass (the physics property groups).
 
-    The backend modules are imported here, before ``include_subclasses`` runs: it only sees the subclasses
-    that exist when it is called, so every cfg module must be loaded before the converter is built.
+    The backend modules are imported here, before the groups' trees are listed: a group accepts the
+    subclasses that exist when the converter is built, so every cfg module must be loaded by then.
     """
     from usdforge.schemas import mujoco, newton, physics, physx  # noqa: F401 - imported for their subclasses
 
@@ -60,11 +59,10 @@ class TableExpectedError(ValueError):
     """A property group given as something other than a table."""
 
 
-def _tagged_hooks(conv: cattrs.Converter, members: tuple[type, ...]) -> tuple[Any, Any]:
-    """Structure and unstructure hooks for ``members`` (a class and its subclasses) keyed on ``type``."""
-    base = next(m for m in members if all(issubclass(o, m) for o in members))
-    struct_hooks = {m: conv.get_structure_hook(m) for m in members}
-    unstruct_hooks = {m: conv.get_unstructure_hook(m) for m in members}
+def _tagged_hooks(members: tuple[type, ...], structure_of: Callable[[type], Any]) -> Any:
+    """Structure hook for ``members`` (a class first, then its subclasses) keyed on ``type``;
+    ``structure_of(cls)`` gives one member's own (untagged) hook, asked for only when a table needs it."""
+    base = members[0]
     by_tag = {m.__name__: m for m in members}
     expected = sorted(by_tag)
 
@@ -73,32 +71,15 @@ def _tagged_hooks(conv: cattrs.Converter, members: tuple[type, ...]) -> tuple[An
             raise TableExpectedError(f"expected a table of {base.__name__} fields (with an optional type = "
                                      f"one of {', '.join(expected)}), found {value!r}")
         if "type" not in value:
-            return struct_hooks[base](value, base)
+            return structure_of(base)(value, base)
         value = dict(value)
         tag = value.pop("type")
         cls = by_tag.get(tag) if isinstance(tag, str) else None
         if cls is None:
             raise UnknownClassError(tag, expected)
-        return struct_hooks[cls](value, cls)
+        return structure_of(cls)(value, cls)
 
-    def unstructure(obj: Any) -> dict[str, Any]:
-        cls = obj.__class__
-        hook = unstruct_hooks.get(cls) or conv.get_unstructure_hook(cls)
-        return {"type": cls.__name__, **{k: v for k, v in hook(obj).items() if k != "type"}}
-
-    return structure, unstructure
-
-
-def _tagged_union_strategy(union: Any, conv: cattrs.Converter) -> None:
-    """Tagged union keyed on ``type`` = the class name (the ``include_subclasses`` union strategy).
-
-    Unlike cattrs' ``configure_tagged_union`` with a default, an unknown ``type`` is an error (not a silent
-    fallback to the base class); a table without ``type`` is the base class. Unstructuring writes ``type``
-    first, also for subclasses made after the converter was built.
-    """
-    structure, unstructure = _tagged_hooks(conv, typing.get_args(union))
-    conv.register_structure_hook(union, structure)
-    conv.register_unstructure_hook(union, unstructure)
+    return structure
 
 
 def _subclass_tree(cls: type) -> list[type]:
@@ -167,31 +148,59 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook_func(lambda tp: tp == tuple[str, ...], structure_strings)
     conv.register_structure_hook_func(
         is_optional_bool, lambda value, tp: None if value is None else structure_bool(value, bool))
-    bases = _property_group_bases()
-    # include_subclasses runs a full garbage collection on every call (attrs' replaced slotted classes
-    # must be gone before it lists subclasses): collect once, then freeze the heap so the other
-    # collections have nothing to walk (tens of ms), unless someone else froze it already.
-    gc.collect()
-    freeze = gc.get_freeze_count() == 0
-    if freeze:
-        gc.freeze()
-    try:
-        _include_property_groups(conv, bases)
-    finally:
-        if freeze:
-            gc.unfreeze()
+    _include_property_groups(conv, _property_group_bases())
     return conv
 
 
 def _include_property_groups(conv: cattrs.Converter, bases: list[type]) -> None:
+    """Property groups as tagged unions: a class of a group's tree structures from a table of its own
+    fields or of any subclass's (``type`` = the class name, see ``_tagged_hooks``); a class of a group of
+    several classes unstructures with ``type`` first (also a subclass made after the converter was built).
+
+    What cattrs' ``include_subclasses`` strategy would do, but lazily: the code of a class's own hooks is
+    generated the first time a cfg of that class is (un)structured, not for all ~30 classes up front (that,
+    and the full garbage collection ``include_subclasses`` runs per group, was most of the converter's
+    build time, paid by every one-off ``usdforge convert``). The trees are listed now, so which subclasses
+    a group accepts is fixed when the converter is built, as before. (No garbage collection is needed
+    before listing: cfg classes are not slotted, so attrs leaves no replaced class behind.)
+    """
+    trees: dict[type, tuple[type, ...]] = {}
+    tagged_output: set[type] = set()  # unstructured with ``type``: the classes of groups of several classes
     for base in bases:
-        include_subclasses(base, conv, union_strategy=_tagged_union_strategy)
-        # include_subclasses gives a class with subclasses a union hook; a class without (a leaf, or a group
-        # of one class) also accepts the ``type`` its own dict carries, naming itself.
-        for cls in _subclass_tree(base):
-            if len(_subclass_tree(cls)) == 1:
-                structure, _ = _tagged_hooks(conv, (cls,))
-                conv.register_structure_hook_func(lambda tp, _cls=cls: tp is _cls, structure)
+        group = _subclass_tree(base)
+        for cls in group:
+            trees[cls] = tuple(_subclass_tree(cls))
+        if len(group) > 1:
+            tagged_output.update(group)
+    own_structure: dict[type, Any] = {}
+    own_unstructure: dict[type, Any] = {}
+    tagged: dict[type, Any] = {}
+
+    def structure_of(cls: type) -> Any:
+        if cls not in own_structure:
+            own_structure[cls] = conv.gen_structure_attrs_fromdict(cls)
+        return own_structure[cls]
+
+    def unstructure_of(cls: type) -> Any:
+        if cls not in own_unstructure:
+            own_unstructure[cls] = (conv.gen_unstructure_attrs_fromdict(cls) if cls in trees
+                                    else conv.get_unstructure_hook(cls))
+        return own_unstructure[cls]
+
+    def in_tree(tp: Any) -> bool:
+        return isinstance(tp, type) and tp in trees
+
+    def structure(value: Any, tp: type) -> Any:
+        if tp not in tagged:
+            tagged[tp] = _tagged_hooks(trees[tp], structure_of)
+        return tagged[tp](value, tp)
+
+    def unstructure(obj: Any) -> dict[str, Any]:
+        cls = obj.__class__
+        return {"type": cls.__name__, **{k: v for k, v in unstructure_of(cls)(obj).items() if k != "type"}}
+
+    conv.register_structure_hook_func(in_tree, structure)
+    conv.register_unstructure_hook_func(lambda tp: isinstance(tp, type) and tp in tagged_output, unstructure)
 
 
 _converter: cattrs.Converter | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 from collections import Counter
 from pathlib import Path
@@ -71,7 +72,10 @@ def assert_same_parts(path: Path, ours: list, theirs: list) -> None:
         assert (a.color is None) == (b.color is None), f"{where}: material colour"
         if a.color is not None:  # trimesh rounds some formats' colours to 1/255
             np.testing.assert_allclose(a.color, b.color, atol=0.5 / 255 + 1e-6, err_msg=f"{where}: colour")
-        assert a.texture is None and a.image is None, where
+        assert a.texture is None and b.texture is None, where
+        assert (a.image is None) == (b.image is None), f"{where}: texture image"
+        if a.image is not None:  # the same file decoded alike: the output keeps the decoded image
+            assert (a.image.mode, a.image.size, a.image.tobytes()) == (b.image.mode, b.image.size, b.image.tobytes()), where
 
 
 def test_assimp_reads_what_trimesh_reads_or_falls_back_for_a_named_reason(shared_dir):
@@ -99,10 +103,9 @@ def test_corpus_urdf_meshes_mostly_read_by_assimp(shared_dir):
     urdf = sorted(p for p in (shared_dir / "corpus" / "urdf").rglob("*")
                   if p.suffix.lower() in (".stl", ".dae"))
     used = Counter(read_file(p)[1] for p in urdf)
-    # r2d2's two textured COLLADA files are the only fallbacks (panda's link5-7.dae hold <lines>: read
-    # without them).
-    assert set(used) <= {"assimp", "trimesh: texture"}, used
-    assert used["assimp"] >= len(urdf) - 2, used
+    # Every one: r2d2's two textured COLLADA files too (a diffuse map, opaque); panda's link5-7.dae hold
+    # <lines>: read without them.
+    assert set(used) == {"assimp"}, used
 
 
 @pytest.mark.parametrize("extension", ["stl", "stl_ascii", "ply", "off", "glb", "gltf", "dae", "obj"])
@@ -212,6 +215,20 @@ def test_transparent_collada_material_goes_to_trimesh(shared_dir):
 def test_textured_material_goes_to_trimesh(shared_dir):
     _, used = read_file(shared_dir / "conformance" / "urdf" / "assets" / "box_materials.dae")
     assert used in ("trimesh: texture", "trimesh: transparency")
+
+
+@pytest.mark.parametrize("change", ["image missing", "transparent alpha below 1"])
+def test_textured_collada_goes_to_trimesh_where_the_readers_would_differ(tmp_path, shared_dir, change):
+    meshes = shared_dir / "corpus" / "urdf" / "r2d2" / "urdf_tutorial" / "meshes"
+    text = (meshes / "l_finger_tip.dae").read_text()
+    if change == "transparent alpha below 1":
+        shutil.copy(meshes / "l_finger_tip_color.png", tmp_path)
+        text = re.sub(r"(<transparent[^>]*>\s*<color[^>]*>)[^<]*", r"\g<1>0 0 0 0.5", text, count=1)
+        assert "0 0 0 0.5" in text
+    path = tmp_path / "tip.dae"
+    path.write_text(text)
+    assert read_file(meshes / "l_finger_tip.dae")[1] == "assimp"
+    assert read_file(path)[1] == "trimesh: texture"
 
 
 def test_glb_with_an_embedded_image_goes_to_trimesh(tmp_path):

@@ -16,9 +16,11 @@ REPO = Path(__file__).resolve().parents[1]
 NOT_FOR_MJCF = ("trimesh", "scipy", "networkx", "PIL", "jax", "glfw")
 
 
-def imported_after(code: str, cwd: Path) -> set[str]:
-    """Top-level package names in ``sys.modules`` after running ``code`` in a fresh interpreter."""
-    script = code + "\nimport json, sys\nprint(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+def imported_after(code: str, cwd: Path, full: bool = False) -> set[str]:
+    """Top-level package names (``full``: every module name) in ``sys.modules`` after running ``code`` in
+    a fresh interpreter."""
+    names = "sys.modules" if full else "{m.split('.')[0] for m in sys.modules}"
+    script = code + f"\nimport json, sys\nprint(json.dumps(sorted({names})))\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=cwd, timeout=300)
     assert done.returncode == 0, done.stderr
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -50,9 +52,12 @@ def test_cli_conversion_of_a_urdf_without_meshes_imports_neither_trimesh_nor_muj
     out = tmp_path / "out"
     code = ("from usdforge.pipeline.cli import main\n"
             f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}]) == 0\n")
-    modules = imported_after(code, tmp_path)
+    modules = imported_after(code, tmp_path, full=True)
     assert (out / "cartpole.usd").is_file()
-    assert not modules & {"trimesh", "scipy", "mujoco", "jax"}, sorted(modules & {"trimesh", "scipy", "mujoco", "jax"})
+    # Nor what a one-off conversion does not need (issue #26): importlib.metadata (with email and csv) for
+    # library versions, cattrs' subclass strategy for the cfg converter.
+    unneeded = {"trimesh", "scipy", "mujoco", "jax", "importlib.metadata", "email", "csv", "cattrs.strategies"}
+    assert not modules & unneeded, sorted(modules & unneeded)
 
 
 def test_cli_conversion_of_a_mesh_file_reads_it_with_trimesh(tmp_path):
@@ -88,12 +93,26 @@ def test_cli_conversion_of_a_urdf_whose_meshes_assimp_reads_imports_no_trimesh(t
     assert not modules & set(NOT_FOR_ASSIMP_MESHES), sorted(modules & set(NOT_FOR_ASSIMP_MESHES))
 
 
-def test_cli_conversion_of_a_urdf_with_a_mesh_assimp_does_not_read_uses_trimesh(tmp_path, shared_dir):
-    # r2d2's gripper meshes are textured COLLADA: a fallback class, read by trimesh (imported only then).
+def test_cli_conversion_of_a_urdf_with_textured_collada_imports_pillow_but_no_trimesh(tmp_path, shared_dir):
+    # r2d2's gripper meshes are textured COLLADA: Assimp reads them, Pillow decodes their images.
     source = shared_dir / "corpus" / "urdf" / "r2d2" / "urdf_tutorial" / "urdf" / "07-physics.urdf"
     out = tmp_path / "out"
     code = ("from usdforge.pipeline.cli import main\n"
             f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}, '--cache', {str(tmp_path / 'cache')!r}, "
             f"'--package', {'urdf_tutorial=' + str(source.parents[1])!r}]) == 0\n")
+    modules = imported_after(code, tmp_path)
+    unneeded = set(NOT_FOR_ASSIMP_MESHES) - {"PIL"}
+    assert "PIL" in modules and not modules & unneeded, sorted(modules & unneeded)
+
+
+def test_cli_conversion_of_a_urdf_with_a_mesh_assimp_does_not_read_uses_trimesh(tmp_path):
+    # An OBJ with a quad: a fallback class ("polygons"), read by trimesh (imported only then).
+    (tmp_path / "quad.obj").write_text("v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nv 0 0 1\nf 1 2 3 4\nf 1 2 5\n")
+    source = tmp_path / "robot.urdf"
+    source.write_text('<robot name="r"><link name="base"><visual><geometry><mesh filename="quad.obj"/>'
+                      '</geometry></visual></link></robot>')
+    out = tmp_path / "out"
+    code = ("from usdforge.pipeline.cli import main\n"
+            f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}, '--cache', {str(tmp_path / 'cache')!r}]) == 0\n")
     modules = imported_after(code, tmp_path)
     assert "trimesh" in modules and "mujoco" not in modules

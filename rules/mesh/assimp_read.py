@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import importlib.metadata
 import json
 import os
 import re
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from usdforge.rules.versions import distribution_version
 
 #: Extensions Assimp reads first (lower case, no dot). glTF/GLB, OBJ, PLY, OFF, STL, COLLADA, FBX.
 ASSIMP_FIRST = ("stl", "obj", "ply", "off", "glb", "gltf", "dae", "fbx")
@@ -46,7 +47,8 @@ FALLBACK_CLASSES = {
     "polygons": "faces with more than three corners, which Assimp may split along the other diagonal",
     "several meshes": "an STL, PLY, OFF or OBJ that Assimp splits into several meshes (trimesh names and "
                       "groups them its own way)",
-    "texture": "a textured material: trimesh decodes the image, which the output keeps as it did",
+    "texture": "a textured material other than a COLLADA diffuse map of an existing file without a "
+               "<transparent> colour (Assimp and trimesh differ on the others' colours; trimesh decodes the image)",
     "transparency": "a material with an opacity below 1 (Assimp and trimesh read COLLADA's transparency "
                     "differently)",
     "missing reference": "an OBJ whose MTL or texture file is missing (Assimp makes up a material)",
@@ -83,10 +85,7 @@ class RawPart(NamedTuple):
 @functools.cache
 def assimp_version() -> str:
     """The version of the assimp-py binding ("absent" when it is not installed)."""
-    try:
-        return importlib.metadata.version("assimp-py")
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
+    return distribution_version("assimp-py")
 
 
 def read_assimp(path: Path) -> list[RawPart] | str:
@@ -161,7 +160,11 @@ def read_assimp(path: Path) -> list[RawPart] | str:
             return "uv without material"
         color, texture = _material(material, path)
         if texture is not None:
-            return "texture"
+            if extension != "dae" or not texture.is_file() or not _opaque_transparent_colors(path) \
+                    or not _named_image(path, texture):
+                return "texture"
+            # trimesh's COLLADA material with a diffuse map: white, the map decoded from the same file.
+            color = (1.0, 1.0, 1.0, 1.0)
         if color is not None and color[3] < 1.0:
             return "transparency"
         # trimesh's names: the file's name for a one-mesh format, the geometry (COLLADA) or node (glTF)
@@ -176,6 +179,32 @@ def read_assimp(path: Path) -> list[RawPart] | str:
     if not parts:
         return "no triangles"
     return sorted(parts, key=lambda part: part.name)
+
+
+#: COLLADA <transparent> elements, and those that are a colour (its four numbers).
+_COLLADA_TRANSPARENT = re.compile(rb"<transparent\b")
+_COLLADA_TRANSPARENT_COLOR = re.compile(rb"<transparent\b[^>]*>\s*<color\b[^>]*>([^<]*)</color>")
+
+
+def _named_image(path: Path, texture: Path) -> bool:
+    """Whether ``texture`` (as Assimp resolved it) is an image the COLLADA file names in
+    ``<library_images>`` as the reference checks resolve it: only a file those checks passed is opened."""
+    from usdforge.rules.mesh.references import dae_references
+
+    return any(os.path.normpath(texture) == os.path.normpath(image) for image in dae_references(path))
+
+
+def _opaque_transparent_colors(path: Path) -> bool:
+    """Whether every ``<transparent>`` of a COLLADA file is a colour whose alpha is 1: trimesh takes that
+    alpha as a textured material's opacity, where Assimp weighs it with ``<transparency>`` its own way."""
+    data = path.read_bytes()
+    colors = _COLLADA_TRANSPARENT_COLOR.findall(data)
+    if len(colors) != len(_COLLADA_TRANSPARENT.findall(data)):
+        return False
+    try:
+        return all(float(text.split()[3]) == 1.0 for text in colors)
+    except (IndexError, ValueError):
+        return False
 
 
 #: COLLADA line primitives: no surface (trimesh drops them), and assimp-py refuses a file holding any.

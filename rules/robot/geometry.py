@@ -8,7 +8,6 @@ own: a cfg edit that leaves the prototypes alone copies the cached layer in inst
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 from collections.abc import Callable
 from functools import cache
@@ -25,6 +24,7 @@ from usdforge.rules.robot.meshes import MeshLibrary, MeshPart, active_mesh_cache
 from usdforge.rules.robot.model import Link, Material, Shape
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.usd.stage import unique_name
+from usdforge.rules.versions import distribution_version
 
 if TYPE_CHECKING:
     import trimesh
@@ -37,7 +37,7 @@ _GEOMETRY_FILE = "geometry.usd"
 def _geometry_code_stamp() -> str:
     """The code and library that turn prototypes into the geometry layer's bytes."""
     rules = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256(importlib.metadata.version("usd-core").encode())
+    digest = hashlib.sha256(distribution_version("usd-core").encode())
     for path in sorted([*(rules / "robot").glob("*.py"), *(rules / "usd").glob("*.py"), rules / "outputs.py"]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()

@@ -19,7 +19,6 @@ the code and library versions that read it: a file used by several conversions i
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 import os
@@ -34,6 +33,7 @@ import numpy as np
 
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.mesh.references import mesh_references
+from usdforge.rules.versions import distribution_version
 
 if TYPE_CHECKING:  # trimesh (and the scipy it imports) only when a mesh file is read or measured
     import trimesh
@@ -153,7 +153,12 @@ def _from_assimp(name: str, raw: Any) -> MeshPart:
     if colors is None:
         unique, inverse = _weld(points)
         points, faces = points[unique], inverse[faces]
-    part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=raw.color)
+    image = None
+    if raw.texture is not None:  # decoded as trimesh decodes it (the output keeps the decoded image)
+        from usdforge.rules.files import open_texture
+
+        image = open_texture(raw.texture)
+    part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=raw.color, image=image)
     return _bake(part, raw.transform)
 
 
@@ -242,10 +247,7 @@ def _reader_stamp() -> str:
     for path in _READER_CODE:
         digest.update(path.read_bytes())
     for name in ("trimesh", "numpy", "pycollada", "pillow", "assimp-py"):
-        try:
-            digest.update(f"{name}={importlib.metadata.version(name)};".encode())
-        except importlib.metadata.PackageNotFoundError:
-            digest.update(f"{name}=absent;".encode())
+        digest.update(f"{name}={distribution_version(name)};".encode())
     return digest.hexdigest()
 
 

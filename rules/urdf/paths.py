@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import unquote
 
+from usdforge.rules.build_scope import memo
+
 #: URI schemes that would need the network or a simulator's model database: never fetched.
 UNSUPPORTED_SCHEMES = ("http://", "https://", "ftp://", "model://")
 #: Folders that are never a tree's root for the package search (besides a home folder).
@@ -83,7 +85,17 @@ def _is_workspace_src(folder: str) -> bool:
 def tree_boundary(model_dir: str, tree_root: str | None = None) -> str:
     """The folder the package search by convention may not leave, for a model in ``model_dir`` (real
     path, see the module docstring). ``tree_root``: the library manifest's folder, a marker when it
-    encloses the model."""
+    encloses the model. Found once per build (``rules.build_scope``), not once per URI: the walk up
+    stats every folder to the root."""
+    known = memo("tree_boundary")
+    if known is None:
+        return _tree_boundary(model_dir, tree_root)
+    if (model_dir, tree_root) not in known:
+        known[model_dir, tree_root] = _tree_boundary(model_dir, tree_root)
+    return known[model_dir, tree_root]
+
+
+def _tree_boundary(model_dir: str, tree_root: str | None) -> str:
     start = _real(model_dir)
     chain = [start]
     while chain[-1] != os.path.dirname(chain[-1]):
@@ -224,11 +236,26 @@ def resolve_package_uri(uri: str, urdf_dir: Path, packages: dict[str, str], tree
     if not name:
         raise UnresolvedUri(f"'{uri}' names no package")
     candidates: list[tuple[str, str, str]] = []  # (file, root, rule)
+
+    def first_found(start: int) -> Resolution | None:
+        for file, root, rule in candidates[start:]:
+            # A file that climbs out of its root (package://pkg/../../x) is never "found" here: it is
+            # reported outside the roots (rules.files.check_references).
+            if _within(_real(file), _real(root)) and os.path.isfile(file):
+                return Resolution(Path(file), Path(root), "three-slash" if three_slash else rule)
+        return None
+
     if name in packages:
         candidates.append((os.path.abspath(os.path.join(packages[name], rest)), os.path.abspath(packages[name]),
                            "explicit"))
     for folder in _allowed_folders(name, tuple(allowed)):
         candidates.append((os.path.abspath(os.path.join(folder, rest)), folder, "explicit"))
+    # Candidates are tried in order, so a file found in an explicit folder ends the search before the
+    # model's tree is looked at (its boundary and package folders are most of the cost of a URI).
+    found = first_found(0)
+    if found is not None:
+        return found
+    explicit = len(candidates)
     boundary = tree_boundary(str(urdf_dir), tree_root)
     for folder in package_folders(name, urdf_dir, boundary):
         candidates.append((os.path.abspath(os.path.join(folder, rest)), folder, "folder"))
@@ -237,11 +264,9 @@ def resolve_package_uri(uri: str, urdf_dir: Path, packages: dict[str, str], tree
     if whole:
         for ancestor in _ancestors(str(urdf_dir), boundary):
             candidates.append((os.path.abspath(os.path.join(ancestor, whole)), ancestor, "walk-up"))
-    for file, root, rule in candidates:
-        # A file that climbs out of its root (package://pkg/../../x) is never "found" here: it is
-        # reported outside the roots (rules.files.check_references).
-        if _within(_real(file), _real(root)) and os.path.isfile(file):
-            return Resolution(Path(file), Path(root), "three-slash" if three_slash else rule)
+    found = first_found(explicit)
+    if found is not None:
+        return found
     if named:
         file, root, rule = candidates[0]
         return Resolution(Path(file), Path(root), "three-slash" if three_slash else rule)
