@@ -170,6 +170,7 @@ def test_report_opens_in_headless_chromium_with_every_row_image_and_figure(tmp_p
 
     run_seconds = float(found["summary"].pop("run_seconds"))
     expected = {"assets": "5", "passed": "4", "failed": "1",
+                "limited": str(sum(any(c["status"] == "limited" for c in r["checks"]) for r in results.values())),
                 "warnings": str(sum(len(warnings_of(r)) for r in results.values())),
                 "notes": str(sum(len(notes_of(r)) for r in results.values()))}
     assert found["summary"] == expected
