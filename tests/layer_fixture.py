@@ -22,8 +22,6 @@ _XACRO = """<?xml version="1.0"?>
   <xacro:arg name="arm_length" default="0.3"/>
   <xacro:property name="fender" value="$(optenv LAYERED_FENDER 0.05)"/>
   <material name="red"><color rgba="0.8 0.1 0.1 1"/></material>
-  <link name="world"/>
-  <joint name="world_joint" type="fixed"><parent link="world"/><child link="base"/></joint>
   <link name="base">
     <inertial><mass value="2"/><inertia ixx="0.001" iyy="0.001" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial>
     <visual><geometry><box size="0.2 0.2 ${fender}"/></geometry><material name="red"/></visual>
@@ -47,7 +45,15 @@ _XACRO = """<?xml version="1.0"?>
     <axis xyz="1 0 0"/><limit lower="0" upper="0.04" effort="5" velocity="1"/></joint>
   <link name="finger">
     <visual><geometry><box size="0.01 0.01 0.04"/></geometry></visual>
+    <collision><geometry><box size="0.01 0.01 0.04"/></geometry></collision>
   </link>
+  <link name="camera"/>
+  <joint name="antenna_hinge" type="continuous"><parent link="base"/><child link="antenna"/><axis xyz="0 1 0"/></joint>
+  <link name="antenna">
+    <inertial><mass value="0.1"/><inertia ixx="0.0001" iyy="0.0001" izz="0.0001" ixy="0" ixz="0" iyz="0"/></inertial>
+    <visual><geometry><cylinder radius="0.005" length="0.2"/></geometry></visual>
+  </link>
+  <joint name="camera_mount" type="fixed"><parent link="base"/><child link="camera"/><origin xyz="0.1 0 0"/></joint>
   <joint name="finger_b" type="prismatic"><parent link="hand"/><child link="finger2"/>
     <axis xyz="-1 0 0"/><limit lower="0" upper="0.04" effort="5" velocity="1"/>
     <mimic joint="finger_a" multiplier="1" offset="0"/></joint>

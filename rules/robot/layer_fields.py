@@ -138,3 +138,7 @@ def field_table(kind: str) -> str:
 def documented_tables() -> str:
     """The generated section of docs/usd_layout.md: one table per robot kind."""
     return "\n\n".join(f"{kind.upper()} (`{kind}`):\n\n{field_table(kind)}" for kind in FIELD_UNITS)
+
+
+if __name__ == "__main__":  # python -m usdforge.rules.robot.layer_fields: the tables for the docs
+    print(documented_tables())

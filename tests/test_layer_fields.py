@@ -1,0 +1,136 @@
+"""The field → layer map of a robot conversion (``rules.robot.layer_fields``), proven by mutation: every
+field of every converter cfg changed to another valid value; the rebuild that reuses the intermediate and
+the layers whose keys did not change equals a cold conversion with the new cfg, byte for byte, and only
+units that declare the field change bytes. Also: the intermediate is untrusted cache input."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import attrs
+import pytest
+
+from layer_fixture import mutations, write_fixtures
+from usdforge.pipeline import converter_for
+from usdforge.pipeline.cache import Store
+from usdforge.pipeline.kinds import cfg_class
+from usdforge.rules.outputs import ROBOT_LAYER_FILES
+from usdforge.rules.robot.layer_fields import (FIELD_UNITS, NO_OUTPUT_FIELDS, READ_FIELDS, FieldView,
+                                               UndeclaredField, documented_tables)
+
+UNIT_OF_FILE = {file: unit for unit, file in ROBOT_LAYER_FILES.items()}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def units(folder: Path) -> dict[str, dict[str, bytes]]:
+    """The output in ``folder`` by unit: {unit: {relative name: bytes}} (the lazy key aside)."""
+    found: dict[str, dict[str, bytes]] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.name.endswith(".usdforge.toml"):
+            name = path.relative_to(folder).as_posix()
+            unit = UNIT_OF_FILE.get(name) or ("articulation_cfg" if name.endswith("_cfg.py") else
+                                             "materials" if name.startswith("textures/") else "interface")
+            found.setdefault(unit, {})[name] = path.read_bytes()
+    return found
+
+
+def hits(store: Store, prefix: str) -> int:
+    return sum(v["hits"] for k, v in store.stats()["last_build"].items() if k.startswith(prefix))
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("layers")
+    write_fixtures(root / "fx")
+    (root / "fx" / "extra").mkdir()
+    return root
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_every_field_is_declared_or_named(kind):
+    """Every field of the converter cfg is in the map: output fields by unit, read fields, or no output."""
+    named = set(FIELD_UNITS[kind]) | set(READ_FIELDS[kind]) | set(NO_OUTPUT_FIELDS)
+    assert named == {f.name for f in attrs.fields(cfg_class(kind))}
+    assert set(mutations(kind, Path("/x"))) == {f.name for f in attrs.fields(cfg_class(kind))}
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_mutating_each_field_rebuilds_only_its_layers(kind, folder):
+    """For each field: the rebuild with the cache (reusing the intermediate and the unchanged layers)
+    equals a cold conversion without the cache, and the units that changed declare the field."""
+    asset = folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")
+    base = cfg_class(kind)(asset_path=str(asset))
+    work = folder / kind
+    store = Store(work / "cache", build="cold")
+    warnings.simplefilter("ignore")
+    converter_for(kind)(attrs.evolve(base, usd_dir=str(work / "base")), cache=store)
+    reference = units(work / "base")
+    seen: dict[str, set[str]] = {}
+    step = 0
+    for field, values in mutations(kind, folder / "fx").items():
+        if field in ("asset_path", "usd_dir", "usd_file_name"):
+            continue  # where the files are: no byte of the output
+        for value in values:
+            step += 1
+            cfg = attrs.evolve(base, **{field: value})
+            store = Store(work / "cache", build=f"step{step}")
+            converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / f"inc{step}")), cache=store)
+            converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / f"cold{step}")), cache=False)
+            rebuilt, cold = units(work / f"inc{step}"), units(work / f"cold{step}")
+            assert rebuilt == cold, f"{field}={value!r}: the rebuild differs from a cold conversion"
+            changed = {u for u in set(cold) | set(reference) if cold.get(u) != reference.get(u)} - {"interface"}
+            declared = set(FIELD_UNITS[kind].get(field, ())) if field not in READ_FIELDS[kind] else set(changed)
+            assert changed <= declared, f"{field}={value!r} changed {sorted(changed - declared)}, which do not declare it"
+            seen.setdefault(field, set()).update(changed)
+            if field in FIELD_UNITS[kind] and field != "run_asset_transformer" and kind == "urdf":
+                assert hits(store, "intermediate") == 1  # the robot as read came from the cache
+            if field == "robot_type":  # only base reads it: every other keyed unit was reused
+                assert hits(store, "layer:") >= 5
+            shutil.rmtree(work / f"cold{step}")
+            shutil.rmtree(work / f"inc{step}")
+    # Every output field demonstrably changes something on these fixtures (the map is not vacuous).
+    silent = {f for f in FIELD_UNITS[kind] if not seen.get(f)}
+    assert not silent, f"fields that changed no byte of the fixture: {sorted(silent)}"
+
+
+def test_view_raises_on_undeclared_fields():
+    from usdforge.schemas import UrdfConverterCfg
+
+    cfg = UrdfConverterCfg(asset_path="robot.urdf", self_collision=True)
+    seen = FieldView(cfg, ("self_collision",), "physx")
+    assert seen.self_collision is True
+    with pytest.raises(UndeclaredField, match="physx unit read the cfg field 'joint_drive'"):
+        seen.joint_drive
+
+
+def test_docs_show_the_generated_map():
+    """docs/usd_layout.md holds the tables ``documented_tables`` generates (regenerate with
+    ``python -m usdforge.rules.robot.layer_fields``)."""
+    assert documented_tables() in (REPO / "docs" / "usd_layout.md").read_text()
+
+
+def test_a_corrupt_intermediate_is_read_again(folder):
+    """The intermediate is untrusted: a forged or damaged one is a miss (the source is read afresh) and
+    the output equals a cold conversion."""
+    from usdforge.rules.robot.intermediate import decode, encode_value
+
+    asset = folder / "fx" / "layered.urdf.xacro"
+    cfg = cfg_class("urdf")(asset_path=str(asset))
+    work = folder / "corrupt"
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "a")), cache=Store(work / "cache"))
+    objects = [p for p in (work / "cache" / "objects").rglob("*") if p.is_file()]
+    forged = [p for p in objects if p.read_bytes().startswith(b'{"format":1,"robot"')]
+    assert len(forged) == 1
+    for bad in (b'{"format":1,"robot":{"~c":"os.system","f":{}},"messages":[]}', b"\x00garbage",
+                b'{"format":1,"robot":{"~a":["<f8",[4,4],"AAAA"]},"messages":[]}'):
+        with pytest.raises(ValueError):
+            decode(bad)
+    # A damaged object (its bytes no longer match its hash): a miss, the source is read again.
+    forged[0].chmod(0o644)
+    forged[0].write_bytes(b'{"format":1,"robot":' + str(encode_value([1, 2])).encode() + b',"messages":[]}')
+    edited = attrs.evolve(cfg, joint_drive=None)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "b")), cache=Store(work / "cache"))
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "c")), cache=False)
+    assert units(work / "b") == units(work / "c")
