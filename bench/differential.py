@@ -338,7 +338,7 @@ class IncrementalBuilds(RuleBasedStateMachine):
 
     @rule(entry=st.integers(0, 100), field=st.sampled_from(
         ["mass", "source", "packages", "xacro_args", "allowed_roots", "kind", "ee_body", "instanceable",
-         "shared_texture"]), value=st.integers(0, 3))
+         "shared_texture", "robot_cfg", "robot_cfg", "robot_cfg"]), value=st.integers(0, 7))
     def edit_the_manifest(self, entry, field, value):
         entries = self.manifests[self.current]
         name = sorted(entries)[entry % len(entries)]
@@ -377,6 +377,22 @@ class IncrementalBuilds(RuleBasedStateMachine):
                 table.pop("ee_body", None)
         elif field == "instanceable":
             cfg["make_instanceable"] = bool(value % 2)
+        elif field == "robot_cfg" and name in ("arm", "bot", "pan_tilt"):
+            # cfg edits that rebuild a robot from its cached intermediate and reuse the layers they leave
+            # alone (rules.robot.layer_fields): drive gains, PhysX, collision approximation, robot schema.
+            mjcf = name == "pan_tilt"
+            edit = value % 4
+            if edit == 0:
+                if mjcf:
+                    cfg["override_gain_prm"] = [10.0 + value]
+                else:
+                    cfg["joint_drive"] = {"gains": {"type": "PDGainsCfg", "stiffness": 10.0 + value}}
+            elif edit == 1:
+                cfg["self_collision"] = value >= 4
+            elif edit == 2:
+                cfg["collision_type"] = ["Convex Hull", "Bounding Cube"][value >= 4]
+            else:
+                cfg["robot_type"] = ["Default", "Manipulator"][value >= 4]
         elif field == "shared_texture" and (self.lib / "crate" / "crate.mtl").is_file():  # not removed
             mtl = self.lib / "crate" / "crate.mtl"
             text = mtl.read_text()
@@ -384,7 +400,8 @@ class IncrementalBuilds(RuleBasedStateMachine):
             mtl.write_text("\n".join(f"map_Kd {target}" if line.startswith("map_Kd") else line
                                      for line in text.splitlines()) + "\n")
         self.write_manifests()
-        self.note(f"manifest {self.current}: {name}.{field} ({value})")
+        # Robot cfg edits are counted apart ("cfg" in the summary): the rebuilds that reuse layers.
+        self.note(f"{'cfg' if field == 'robot_cfg' else 'manifest'} {self.current}: {name}.{field} ({value})")
         self.build_and_compare()
 
     @rule(which=st.integers(0, 10_000), how=st.sampled_from(["remove", "restore", "rename"]))
