@@ -95,6 +95,27 @@ def test_mutating_each_field_rebuilds_only_its_layers(kind, folder):
     assert not silent, f"fields that changed no byte of the fixture: {sorted(silent)}"
 
 
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_edits_accumulated_in_one_folder_equal_cold_conversions(kind, folder):
+    """Edits one after another in one output folder (each rebuild reuses what the previous states left in
+    the cache, with every earlier edit still in force: fields in combination) equal cold conversions."""
+    import random
+
+    asset = folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")
+    cfg = cfg_class(kind)(asset_path=str(asset))
+    work = folder / f"{kind}-chain"
+    choices = [(field, value) for field, values in mutations(kind, folder / "fx").items()
+               if field in FIELD_UNITS[kind] and field != "run_asset_transformer" for value in values]
+    random.Random(5).shuffle(choices)
+    warnings.simplefilter("ignore")
+    for step, (field, value) in enumerate(choices[:12]):
+        cfg = attrs.evolve(cfg, **{field: value})
+        converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+        converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / f"cold{step}")), cache=False)
+        assert units(work / "out") == units(work / f"cold{step}"), f"after {field}={value!r} (step {step})"
+        shutil.rmtree(work / f"cold{step}")
+
+
 def test_view_raises_on_undeclared_fields():
     from usdforge.schemas import UrdfConverterCfg
 
