@@ -116,6 +116,27 @@ def test_edits_accumulated_in_one_folder_equal_cold_conversions(kind, folder):
         shutil.rmtree(work / f"cold{step}")
 
 
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_each_unit_ignores_every_field_it_does_not_declare_at_once(kind, folder):
+    """For each unit: every field it does not declare changed at once (their interplay included) leaves
+    its bytes as they were; so a unit's bytes are a function of its declared fields on this robot."""
+    from usdforge.rules.robot.layer_fields import LAYER_FIELDS
+
+    asset = folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")
+    base = cfg_class(kind)(asset_path=str(asset))
+    work = folder / f"{kind}-joint"
+    warnings.simplefilter("ignore")
+    converter_for(kind)(attrs.evolve(base, usd_dir=str(work / "base")), cache=False)
+    reference = units(work / "base")
+    options = mutations(kind, folder / "fx")
+    for unit, declared in LAYER_FIELDS[kind].items():
+        others = {field: values[-1] for field, values in options.items()
+                  if field in FIELD_UNITS[kind] and field not in declared}
+        out = work / unit
+        converter_for(kind)(attrs.evolve(base, usd_dir=str(out), **others), cache=False)
+        assert units(out).get(unit) == reference.get(unit), f"{unit} changed with {sorted(others)}"
+
+
 def test_view_raises_on_undeclared_fields():
     from usdforge.schemas import UrdfConverterCfg
 

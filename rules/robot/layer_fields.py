@@ -1,18 +1,21 @@
 """Which converter-cfg fields each output layer of a robot reads: the declarations that key the per-layer
-reuse of a rebuild (``pipeline.layer_reuse``), and the cfg view that holds only them. No pxr here.
+reuse of a rebuild (``pipeline.layer_keys``, ``rules.robot.layer_reuse``) and the cfg view that holds only them. No pxr here.
 
 A robot's layered output (``run_asset_transformer``) is a set of *units*, each a file (or a group of
 files) reused on its own: the layers of ``rules.outputs.ROBOT_LAYER_FILES`` (base, instances, geometry,
-materials with its ``textures/``, physics, physx, newton, mujoco), the interface layer ``<stem>.usda``
-and Isaac Lab's ``<stem>_cfg.py``. A unit's bytes are a function of the intermediate (the robot as read
-from its source: ``rules.robot.intermediate``; its key holds ``READ_FIELDS``) and of the cfg fields it
-declares in ``LAYER_FIELDS`` - nothing else. ``FieldView`` gives a unit its declared fields and raises
-``UndeclaredField`` on any other, so a unit's key can hold nothing less than what it reads.
+materials, physics, physx, newton, mujoco), the interface layer ``<stem>.usda`` and Isaac Lab's
+``<stem>_cfg.py``. A unit's bytes are a function of the intermediate (the robot as read from its source:
+``rules.robot.intermediate``; its key holds ``READ_FIELDS``) and of the cfg fields it declares in
+``FIELD_UNITS``. A unit's reuse key is built through a ``FieldView`` of the cfg that holds only its
+declared fields (``UndeclaredField`` on any other): the key holds every declared field and nothing else.
 
-The declarations are proven, not trusted: tests/test_layer_fields.py changes every field of every
-converter cfg to another valid value and checks that exactly the declaring units change bytes, and that
-the rebuilt output equals a cold conversion with the new cfg. ``field_table`` prints the map that
-docs/usd_layout.md and the README show (generated, so it cannot drift).
+The authoring code itself still reads the whole cfg (one pass writes every layer), so the declarations
+are proven by tests rather than by the view: tests/test_layer_fields.py changes every field of every
+converter cfg to another valid value and checks that only declaring units change bytes, that each unit
+keeps its bytes when every field it does not declare changes at once, and that rebuilds (one edit, or
+edits accumulated in one folder) equal cold conversions; bench/differential.py edits robot cfgs among its
+random steps. ``field_table`` prints the map that docs/usd_layout.md and the README show (generated, so it
+cannot drift).
 """
 
 from __future__ import annotations
