@@ -1,5 +1,6 @@
 """Which converter-cfg fields each output layer of a robot reads: the declarations that key the per-layer
-reuse of a rebuild (``pipeline.layer_keys``, ``rules.robot.layer_reuse``) and the cfg view that holds only them. No pxr here.
+reuse of a rebuild (``pipeline.layer_keys``, ``rules.robot.layer_reuse``) and the cfg view that holds
+only them. No pxr here.
 
 A robot's layered output (``run_asset_transformer``) is a set of *units*, each a file (or a group of
 files) reused on its own: the layers of ``rules.outputs.ROBOT_LAYER_FILES`` (base, instances, geometry,
