@@ -176,6 +176,19 @@ def test_a_corrupt_intermediate_is_read_again(folder):
     converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "b")), cache=Store(work / "cache"))
     converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "c")), cache=False)
     assert units(work / "b") == units(work / "c")
+    # A consistent entry (object, claim and entry agree) whose content is not a robot: read afresh, replaced.
+    import json
+
+    store = Store(work / "cache")
+    keys = [json.loads(e.read_text())["key"] for e in (work / "cache" / "entries").rglob("*") if e.is_file()
+            and "robot.json" in json.loads(e.read_text())["files"]]
+    assert len(keys) == 1
+    store.put_entry(keys[0], {"robot.json": b'{"format":1,"robot":{"~c":"Robot","f":{}},"messages":[]}'})
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "d")), cache=store)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "e")), cache=False)
+    assert units(work / "d") == units(work / "e")
+    assert store.get_entry(keys[0]).files["robot.json"].startswith(b'{"format":1,"robot":{"~c":"Robot","f":{"name"')
 
 
 def test_the_intermediate_round_trips_every_conformance_urdf():
