@@ -11,7 +11,8 @@ it). Each step does one thing a user or a tool does:
 - edit a byte of a mesh, texture, include, YAML or source file (a digit of a text file, another variant
   of a binary one), keeping its size and modification time (``cp -p``, ``rsync -t``) or not; touch one;
 - edit a manifest field of an entry: source, kind, packages, xacro arguments, allowed roots, cfg,
-  ee_body; point a texture outside the entry's folder (allowed only with an allowed root);
+  ee_body; edit a robot's cfg (drive gains, self_collision, collision_type, robot_type: a rebuild that
+  reuses the robot as read and the layers the edit leaves alone); point a texture outside the entry's folder (allowed only with an allowed root);
 - remove, restore or rename a referenced file; remove an entry's outputs;
 - move the checkout, or clone it (times kept or not) and go on in the clone;
 - switch to the other manifest;
@@ -266,7 +267,7 @@ class IncrementalBuilds(RuleBasedStateMachine):
         type(self).kinds[text.split(" ")[0]] = type(self).kinds.get(text.split(" ")[0], 0) + 1
 
     def build_and_compare(self, fresh_process: bool = False) -> None:
-        type(self).steps += 1
+        IncrementalBuilds.steps += 1
         manifest = self.lib / self.current
         code, failed, text = doit_convert(self.work, manifest, fresh_process)
         entries = self.manifests[self.current]
@@ -497,8 +498,40 @@ class IncrementalBuilds(RuleBasedStateMachine):
         self.build_and_compare(fresh_process=which == 0)
 
 
-def run(steps: int, seed: int, example_steps: int, base: Path, shrink: bool = False) -> dict[str, Any]:
+class IncrementalBuildsWithCfgEdits(IncrementalBuilds):
+    """The same, with robot cfg edits among the steps (a class of its own: with ``--no-cfg-edits`` the
+    steps a seed draws are exactly those of the machine without them)."""
+
+    @rule(entry=st.sampled_from(["arm", "bot", "pan_tilt"]), value=st.integers(0, 7))
+    def edit_a_robot_cfg(self, entry, value):
+        """A cfg edit that rebuilds a robot from its cached intermediate and reuses the layers it leaves
+        alone (rules.robot.layer_fields): drive gains, PhysX, collision approximation, robot schema."""
+        entries = self.manifests[self.current]
+        if entry not in entries:
+            return
+        cfg = entries[entry].setdefault("cfg", {})
+        mjcf = entry == "pan_tilt"
+        edit = value % 4
+        if edit == 0:
+            if mjcf:
+                cfg["override_gain_prm"] = [10.0 + value]
+            else:
+                cfg["joint_drive"] = {"gains": {"type": "PDGainsCfg", "stiffness": 10.0 + value}}
+        elif edit == 1:
+            cfg["self_collision"] = value >= 4
+        elif edit == 2:
+            cfg["collision_type"] = ["Convex Hull", "Bounding Cube"][value >= 4]
+        else:
+            cfg["robot_type"] = ["Default", "Manipulator"][value >= 4]
+        self.write_manifests()
+        self.note(f"cfg {self.current}: {entry} edit {edit} ({value})")
+        self.build_and_compare()
+
+
+def run(steps: int, seed: int, example_steps: int, base: Path, shrink: bool = False,
+        cfg_edits: bool = True) -> dict[str, Any]:
     """Run examples of ``example_steps`` steps until ``steps`` steps in all; the summary."""
+    machine_class = IncrementalBuildsWithCfgEdits if cfg_edits else IncrementalBuilds
     IncrementalBuilds.base = base
     IncrementalBuilds.oracle = Oracle(base / "scratch")
     IncrementalBuilds.steps = 0
@@ -511,7 +544,7 @@ def run(steps: int, seed: int, example_steps: int, base: Path, shrink: bool = Fa
         seeds.append(current)
         print(f"differential: seed {current} ({IncrementalBuilds.steps} steps so far)", file=sys.stderr, flush=True)
         IncrementalBuilds.log = []
-        machine = use_seed(current)(IncrementalBuilds)
+        machine = use_seed(current)(machine_class)
         try:
             run_state_machine_as_test(machine, settings=settings(
                 max_examples=max(1, (steps - IncrementalBuilds.steps) // example_steps + 1),
@@ -536,10 +569,12 @@ def main() -> None:
     parser.add_argument("--shrink", action="store_true", help="on a divergence, let Hypothesis shrink the "
                         "steps to a minimal sequence (slow: each step is a build)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
+    parser.add_argument("--no-cfg-edits", action="store_true", help="leave robot cfg edits out of the steps "
+                        "(tests/test_differential.py keeps its sequence and time; tests/test_layer_fields.py covers them)")
     args = parser.parse_args()
     os.environ.pop("USDFORGE_CACHE", None)  # doit convert's default: build/cache inside the checkout
     with tempfile.TemporaryDirectory(prefix="usdforge-differential-") as tmp:
-        summary = run(args.steps, args.seed, args.example_steps, Path(tmp), args.shrink)
+        summary = run(args.steps, args.seed, args.example_steps, Path(tmp), args.shrink, not args.no_cfg_edits)
     if args.json:
         print(json.dumps(summary, indent=1))
     else:

@@ -21,7 +21,7 @@ BYTE_SHAPING = {
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 #: The pipeline modules that decide what a conversion reads and writes (rules/ and schemas/ count whole).
 _PIPELINE_CODE = ("provenance.py", "converters.py", "references.py", "content_key.py", "kinds.py",
-                  "code_version.py", "atomic.py")
+                  "code_version.py", "atomic.py", "layer_keys.py")
 
 
 def code_files() -> list[Path]:

@@ -23,6 +23,7 @@ from usdforge.pipeline.cache import Store, open_store, unsafe_file_names
 from usdforge.pipeline.code_version import code_stamp
 from usdforge.pipeline.content_key import (absolute_location, cache_key, library_versions, location_free_digest,
                                            reference_names, resolve_name)
+from usdforge.pipeline.layer_keys import source_key, unit_files, unit_keys
 from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_size, file_stamp, stamped_digest
 from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
 from usdforge.pipeline.references import referenced_files
@@ -188,11 +189,22 @@ class AssetConverterBase:
             from usdforge.rules.conversion_warnings import is_note, recording
             from usdforge.rules.robot.meshes import mesh_cache
 
-            with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned:
+            from usdforge.rules.robot.intermediate import intermediate_scope
+            from usdforge.rules.robot.layer_reuse import layer_scope, store_units
+
+            # The robot as read and each layer of the output are reused on their own (pipeline.layer_keys).
+            source = source_key(self.kind, self.cfg, asset_sha, named, location) \
+                if store is not None and self.kind != "mesh" else None
+            units = unit_keys(self.kind, self.cfg, source) if source is not None else {}
+            unit_names = unit_files(self._usd_file_name)
+            reuse = store if use_cache else None
+            with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned, \
+                    intermediate_scope(reuse, source), layer_scope(reuse, units, unit_names):
                 written = rule(self.kind).convert(self.cfg, staging)
             stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
                 files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
+                store_units(store, units, unit_names, files)
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
                                       "element": w.element, "line": w.line, **({"note": True} if is_note(w) else {})}
                                      for w in warned]}

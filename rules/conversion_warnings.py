@@ -64,10 +64,14 @@ def is_note(message: object) -> bool:
 @contextmanager
 def recording() -> Iterator[list[ConversionWarning | ConversionNote]]:
     """Collect the warnings issued within the block (they are issued as usual too): the build cache
-    stores them with the outputs and issues them again when it restores them."""
+    stores them with the outputs and issues them again when it restores them. An enclosing
+    ``recording()`` gets them too, in order, as the block ends."""
     recorded: list[ConversionWarning | ConversionNote] = []
     token = _RECORDED.set(recorded)
     try:
         yield recorded
     finally:
         _RECORDED.reset(token)
+        outer = _RECORDED.get()
+        if outer is not None:
+            outer.extend(recorded)

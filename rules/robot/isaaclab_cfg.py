@@ -244,7 +244,14 @@ RIGID_OBJECT_CFG = RigidObjectCfg(
 
 
 def write_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None) -> Path:
-    """Write ``<stem>_cfg.py`` beside ``usd_path``; return its path."""
+    """Write ``<stem>_cfg.py`` beside ``usd_path``; return its path. Inside a conversion whose build cache
+    holds this unit under its key (``rules.robot.layer_reuse``), its bytes come from there."""
+    from usdforge.rules.robot.layer_reuse import reused
+
     path = usd_path.with_name(articulation_cfg_file_name(usd_path.name))
-    path.write_text(render_articulation_cfg(usd_path, pose))
+    data = reused("articulation_cfg")
+    if data is not None:
+        path.write_bytes(data)
+    else:
+        path.write_text(render_articulation_cfg(usd_path, pose))
     return path

@@ -90,8 +90,9 @@ class RobotLayers:
         layers = {self.files[role]: layer for role, layer in self.layers.items()}  # one layer per file
         if self.layered:
             layers[self.main_file] = self._interface(name)
-        for layer in layers.values():
-            check_layer_finite(layer)  # before any file is written
+        for file, layer in layers.items():
+            if not (contents and file in contents):  # a restored layer was checked when it was stored
+                check_layer_finite(layer)  # before any file is written
         for file, layer in layers.items():
             if contents and file in contents:
                 file.write_bytes(contents[file])

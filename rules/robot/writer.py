@@ -43,6 +43,7 @@ from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.robot.articulation import author_articulations, author_robot_schema
 from usdforge.rules.robot.geometry import Shapes
 from usdforge.rules.robot.joints import Joints
+from usdforge.rules.robot.layer_reuse import reused
 from usdforge.rules.robot.layers import RobotLayers, source_name
 from usdforge.rules.robot.materials import Materials
 from usdforge.rules.robot.inertia import placeholder_inertial
@@ -169,7 +170,13 @@ class _RobotWriter:
             self.author_extra(RobotUsdContext(self))
         cached_geometry, store_geometry = self.shapes.geometry_layer()
         geometry_file = self.layers.files["geometry"]
-        written = self.layers.save(self.robot.name, {geometry_file: cached_geometry} if cached_geometry else None)
+        contents = {geometry_file: cached_geometry} if cached_geometry else {}
+        if self.layers.layered:  # layers whose key is in the build cache (rules.robot.layer_reuse)
+            for role, file in self.layers.files.items():
+                data = reused(role) if role != "geometry" else None
+                if data is not None:
+                    contents[file] = data
+        written = self.layers.save(self.robot.name, contents or None)
         if store_geometry is not None:
             store_geometry(geometry_file.read_bytes())
         return written + self.materials.files

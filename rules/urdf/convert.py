@@ -22,6 +22,7 @@ from usdforge.rules.usd.finite import names_the_asset
 from usdforge.rules.files import check_references, describe_element, model_roots, quote
 from usdforge.rules.outputs import resolve_usd_file_name
 from usdforge.rules.robot.inertia import balance_inertia, resolve_massless
+from usdforge.rules.robot.intermediate import cached_read
 from usdforge.rules.robot.isaaclab_cfg import write_articulation_cfg
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.merge import merge_fixed_joints, owner_of
@@ -61,9 +62,17 @@ def expanded_xacro(cfg: UrdfConverterCfg) -> bytes | None:
 
 
 def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) -> Robot:
-    """The Robot ``cfg`` describes, every cfg rule applied, ready to write."""
-    asset = Path(cfg.asset_path)
+    """The Robot ``cfg`` describes, every cfg rule applied, ready to write. The robot as read (before the
+    rules) is the build cache's intermediate inside a ``rules.robot.intermediate.intermediate_scope``."""
     meshes = meshes or MeshLibrary()
+    robot = cached_read(lambda: read_source(cfg, meshes))
+    return apply_cfg(robot, cfg, meshes)
+
+
+def read_source(cfg: UrdfConverterCfg, meshes: MeshLibrary) -> Robot:
+    """The robot as read from ``cfg``'s source, before any cfg rule: it depends on the source, the files
+    it references and ``rules.robot.layer_fields.READ_FIELDS["urdf"]`` only."""
+    asset = Path(cfg.asset_path)
     expanded = expanded_xacro(cfg)
     missing = check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots, expanded, cfg.tree_root)
     if missing and not cfg.allow_missing_files:
@@ -71,8 +80,13 @@ def robot_from_urdf(cfg: UrdfConverterCfg, meshes: MeshLibrary | None = None) ->
     if missing:
         warn(asset, f"{len(missing)} referenced file(s) missing; converted without them (allow_missing_files; "
                     "the conversion record lists each)")
-    robot = read_urdf(asset, packages_of(cfg), meshes, expanded, cfg.tree_root, missing_noted=bool(missing),
-                      allowed=tuple(cfg.allowed_roots))
+    return read_urdf(asset, packages_of(cfg), meshes, expanded, cfg.tree_root, missing_noted=bool(missing),
+                     allowed=tuple(cfg.allowed_roots))
+
+
+def apply_cfg(robot: Robot, cfg: UrdfConverterCfg, meshes: MeshLibrary) -> Robot:
+    """``robot`` (as read; changed in place) with the model rules of ``cfg`` applied, ready to write."""
+    asset = Path(cfg.asset_path)
     if cfg.balance_inertia:
         for link in robot.links:
             if link.inertial is not None:

@@ -1,0 +1,68 @@
+"""Keys of a robot conversion's parts in the build cache: the intermediate (the robot as read, keyed by
+its source only) and each output unit (keyed by the source, the unit's declared cfg fields and the code).
+See ``rules.robot.intermediate``, ``rules.robot.layer_reuse`` and ``rules.robot.layer_fields``. No pxr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+import attrs
+
+from usdforge.pipeline.code_version import code_stamp, library_versions
+from usdforge.rules.outputs import ROBOT_LAYER_FILES, articulation_cfg_file_name
+from usdforge.rules.robot.layer_fields import LAYER_FIELDS, READ_FIELDS, view
+from usdforge.schemas import __version__
+
+#: Units reused through their own key. The geometry layer has its own, finer, key (the hash of every
+#: prototype it holds: ``rules.robot.geometry``); the interface layer holds the provenance record (the
+#: digest of the whole cfg) and is authored every time.
+KEYED_UNITS = ("base", "instances", "materials", "physics", "physx", "newton", "mujoco", "articulation_cfg")
+
+
+def _digest(payload: Any) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """A cfg field's value as plain data (a nested cfg with its class name: two gains classes)."""
+    from usdforge.schemas.serialization import get_converter
+
+    if attrs.has(type(value)):
+        return {"type": type(value).__name__, **get_converter().unstructure(value)}
+    return get_converter().unstructure(value)
+
+
+def source_key(kind: str, cfg: Any, asset_sha: str, references: dict[str, str],
+               location: dict[str, Any] | None) -> str:
+    """What the robot as read depends on: the source (where it is, absolute: the model records absolute
+    mesh and texture paths) and its content, every referenced file's content, the cfg fields that decide
+    the reading (``READ_FIELDS``), the code and the libraries."""
+    fields = {name: _plain(getattr(cfg, name)) for name in READ_FIELDS[kind]}
+    return _digest({"usdforge": __version__, "code": code_stamp(), "libraries": library_versions(kind), "kind": kind,
+                    "asset": [os.path.abspath(cfg.asset_path), asset_sha], "references": references,
+                    "location": location or {}, "read": fields})
+
+
+def unit_files(usd_file_name: str) -> dict[str, str]:
+    """Unit → its file, relative to the output folder."""
+    return {**ROBOT_LAYER_FILES, "articulation_cfg": articulation_cfg_file_name(usd_file_name)}
+
+
+def unit_keys(kind: str, cfg: Any, source: str) -> dict[str, str]:
+    """{unit: key} of the units of a layered robot output that are reused on their own (``KEYED_UNITS``);
+    empty for a mesh or a single-file output. A unit's fields are read through its ``FieldView``: a key
+    can hold no field the unit does not declare, and holds every one it does."""
+    if kind not in LAYER_FIELDS or not cfg.run_asset_transformer:
+        return {}
+    keys = {}
+    for unit in KEYED_UNITS:
+        if unit == "articulation_cfg" and not cfg.articulation_cfg:
+            continue
+        seen = view(cfg, kind, unit)
+        fields = {name: _plain(getattr(seen, name)) for name in LAYER_FIELDS[kind][unit]}
+        keys[unit] = _digest({"unit": unit, "source": source, "fields": fields, "file": cfg.usd_file_name})
+    return keys

@@ -1,0 +1,222 @@
+"""The field → layer map of a robot conversion (``rules.robot.layer_fields``), proven by mutation: every
+field of every converter cfg changed to another valid value; the rebuild that reuses the intermediate and
+the layers whose keys did not change equals a cold conversion with the new cfg, byte for byte, and only
+units that declare the field change bytes. Also: the intermediate is untrusted cache input."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import attrs
+import pytest
+
+from layer_fixture import mutations, write_fixtures
+from usdforge.pipeline import converter_for
+from usdforge.pipeline.cache import Store
+from usdforge.pipeline.kinds import cfg_class
+from usdforge.rules.outputs import ROBOT_LAYER_FILES
+from usdforge.rules.robot.layer_fields import (FIELD_UNITS, NO_OUTPUT_FIELDS, READ_FIELDS, FieldView,
+                                               UndeclaredField, documented_tables)
+
+UNIT_OF_FILE = {file: unit for unit, file in ROBOT_LAYER_FILES.items()}
+REPO = Path(__file__).resolve().parents[1]
+
+
+def units(folder: Path) -> dict[str, dict[str, bytes]]:
+    """The output in ``folder`` by unit: {unit: {relative name: bytes}} (the lazy key aside)."""
+    found: dict[str, dict[str, bytes]] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.name.endswith(".usdforge.toml"):
+            name = path.relative_to(folder).as_posix()
+            unit = UNIT_OF_FILE.get(name) or ("articulation_cfg" if name.endswith("_cfg.py") else
+                                             "materials" if name.startswith("textures/") else "interface")
+            found.setdefault(unit, {})[name] = path.read_bytes()
+    return found
+
+
+def hits(store: Store, prefix: str) -> int:
+    return sum(v["hits"] for k, v in store.stats()["last_build"].items() if k.startswith(prefix))
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("layers")
+    write_fixtures(root / "fx")
+    (root / "fx" / "extra").mkdir()
+    return root
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_every_field_is_declared_or_named(kind):
+    """Every field of the converter cfg is in the map: output fields by unit, read fields, or no output."""
+    named = set(FIELD_UNITS[kind]) | set(READ_FIELDS[kind]) | set(NO_OUTPUT_FIELDS)
+    assert named == {f.name for f in attrs.fields(cfg_class(kind))}
+    assert set(mutations(kind, Path("/x"))) == {f.name for f in attrs.fields(cfg_class(kind))}
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_mutating_each_field_rebuilds_only_its_layers(kind, folder):
+    """For each field: the rebuild with the cache (reusing the intermediate and the unchanged layers)
+    equals a cold conversion without the cache, and the units that changed declare the field."""
+    asset = folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")
+    base = cfg_class(kind)(asset_path=str(asset))
+    work = folder / kind
+    store = Store(work / "cache", build="cold")
+    warnings.simplefilter("ignore")
+    converter_for(kind)(attrs.evolve(base, usd_dir=str(work / "base")), cache=store)
+    reference = units(work / "base")
+    seen: dict[str, set[str]] = {}
+    step = 0
+    for field, values in mutations(kind, folder / "fx").items():
+        if field in ("asset_path", "usd_dir", "usd_file_name"):
+            continue  # where the files are: no byte of the output
+        for value in values:
+            step += 1
+            cfg = attrs.evolve(base, **{field: value})
+            store = Store(work / "cache", build=f"step{step}")
+            converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / f"inc{step}")), cache=store)
+            converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / f"cold{step}")), cache=False)
+            rebuilt, cold = units(work / f"inc{step}"), units(work / f"cold{step}")
+            assert rebuilt == cold, f"{field}={value!r}: the rebuild differs from a cold conversion"
+            changed = {u for u in set(cold) | set(reference) if cold.get(u) != reference.get(u)} - {"interface"}
+            declared = set(FIELD_UNITS[kind].get(field, ())) if field not in READ_FIELDS[kind] else set(changed)
+            assert changed <= declared, f"{field}={value!r} changed {sorted(changed - declared)}, which do not declare it"
+            seen.setdefault(field, set()).update(changed)
+            if field in FIELD_UNITS[kind] and field != "run_asset_transformer" and kind == "urdf":
+                assert hits(store, "intermediate") == 1  # the robot as read came from the cache
+            if field == "robot_type":  # only base reads it: every other keyed unit was reused
+                assert hits(store, "layer:") >= 5
+            shutil.rmtree(work / f"cold{step}")
+            shutil.rmtree(work / f"inc{step}")
+    # Every output field demonstrably changes something on these fixtures (the map is not vacuous).
+    silent = {f for f in FIELD_UNITS[kind] if not seen.get(f)}
+    assert not silent, f"fields that changed no byte of the fixture: {sorted(silent)}"
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_edits_accumulated_in_one_folder_equal_cold_conversions(kind, folder):
+    """Edits one after another in one output folder (each rebuild reuses what the previous states left in
+    the cache, with every earlier edit still in force: fields in combination) equal cold conversions."""
+    import random
+
+    asset = folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")
+    cfg = cfg_class(kind)(asset_path=str(asset))
+    work = folder / f"{kind}-chain"
+    choices = [(field, value) for field, values in mutations(kind, folder / "fx").items()
+               if field in FIELD_UNITS[kind] and field != "run_asset_transformer" for value in values]
+    random.Random(5).shuffle(choices)
+    warnings.simplefilter("ignore")
+    for step, (field, value) in enumerate(choices[:12]):
+        cfg = attrs.evolve(cfg, **{field: value})
+        converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+        converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / f"cold{step}")), cache=False)
+        assert units(work / "out") == units(work / f"cold{step}"), f"after {field}={value!r} (step {step})"
+        shutil.rmtree(work / f"cold{step}")
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_each_unit_ignores_every_field_it_does_not_declare_at_once(kind, folder):
+    """For each unit: every field it does not declare changed at once (their interplay included) leaves
+    its bytes as they were; so a unit's bytes are a function of its declared fields on this robot."""
+    from usdforge.rules.robot.layer_fields import LAYER_FIELDS
+
+    asset = folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")
+    base = cfg_class(kind)(asset_path=str(asset))
+    work = folder / f"{kind}-joint"
+    warnings.simplefilter("ignore")
+    converter_for(kind)(attrs.evolve(base, usd_dir=str(work / "base")), cache=False)
+    reference = units(work / "base")
+    options = mutations(kind, folder / "fx")
+    for unit, declared in LAYER_FIELDS[kind].items():
+        others = {field: values[-1] for field, values in options.items()
+                  if field in FIELD_UNITS[kind] and field not in declared}
+        out = work / unit
+        converter_for(kind)(attrs.evolve(base, usd_dir=str(out), **others), cache=False)
+        assert units(out).get(unit) == reference.get(unit), f"{unit} changed with {sorted(others)}"
+
+
+def test_view_raises_on_undeclared_fields():
+    from usdforge.schemas import UrdfConverterCfg
+
+    cfg = UrdfConverterCfg(asset_path="robot.urdf", self_collision=True)
+    seen = FieldView(cfg, ("self_collision",), "physx")
+    assert seen.self_collision is True
+    with pytest.raises(UndeclaredField, match="physx unit read the cfg field 'joint_drive'"):
+        seen.joint_drive
+
+
+def test_docs_show_the_generated_map():
+    """docs/usd_layout.md holds the tables ``documented_tables`` generates (regenerate with
+    ``python -m usdforge.rules.robot.layer_fields``)."""
+    assert documented_tables() in (REPO / "docs" / "usd_layout.md").read_text()
+
+
+def test_a_corrupt_intermediate_is_read_again(folder):
+    """The intermediate is untrusted: a forged or damaged one is a miss (the source is read afresh) and
+    the output equals a cold conversion."""
+    from usdforge.rules.robot.intermediate import decode, encode_value
+
+    asset = folder / "fx" / "layered.urdf.xacro"
+    cfg = cfg_class("urdf")(asset_path=str(asset))
+    work = folder / "corrupt"
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "a")), cache=Store(work / "cache"))
+    objects = [p for p in (work / "cache" / "objects").rglob("*") if p.is_file()]
+    forged = [p for p in objects if p.read_bytes().startswith(b'{"format":1,"robot"')]
+    assert len(forged) == 1
+    for bad in (b'{"format":1,"robot":{"~c":"os.system","f":{}},"messages":[]}', b"\x00garbage",
+                b'{"format":1,"robot":{"~a":["<f8",[4,4],"AAAA"]},"messages":[]}'):
+        with pytest.raises(ValueError):
+            decode(bad)
+    # A damaged object (its bytes no longer match its hash): a miss, the source is read again.
+    forged[0].chmod(0o644)
+    forged[0].write_bytes(b'{"format":1,"robot":' + str(encode_value([1, 2])).encode() + b',"messages":[]}')
+    edited = attrs.evolve(cfg, joint_drive=None)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "b")), cache=Store(work / "cache"))
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "c")), cache=False)
+    assert units(work / "b") == units(work / "c")
+    # A consistent entry (object, claim and entry agree) whose content is not a robot: read afresh, replaced.
+    import json
+
+    store = Store(work / "cache")
+    keys = [json.loads(e.read_text())["key"] for e in (work / "cache" / "entries").rglob("*") if e.is_file()
+            and "robot.json" in json.loads(e.read_text())["files"]]
+    assert len(keys) == 1
+    store.put_entry(keys[0], {"robot.json": b'{"format":1,"robot":{"~c":"Robot","f":{}},"messages":[]}'})
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "d")), cache=store)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "e")), cache=False)
+    assert units(work / "d") == units(work / "e")
+    assert store.get_entry(keys[0]).files["robot.json"].startswith(b'{"format":1,"robot":{"~c":"Robot","f":{"name"')
+
+
+def test_the_intermediate_round_trips_every_conformance_urdf():
+    """The intermediate's form keeps everything the reader gives (custom data of every type, arrays bit
+    for bit, tuples, paths): encoding the decoded robot gives the same bytes, for every conformance URDF."""
+    from usdforge.rules.conversion_warnings import recording
+    from usdforge.rules.errors import ConversionError
+    from usdforge.rules.robot.intermediate import Unencodable, decode, encode
+    from usdforge.rules.robot.meshes import MeshLibrary
+    from usdforge.rules.urdf.convert import read_source
+
+    folder = REPO.parent / "shared" / "conformance" / "urdf"
+    assert folder.is_dir(), f"the shared conformance fixtures are missing: {folder}"
+    checked = 0
+    warnings.simplefilter("ignore")
+    for urdf in sorted(folder.glob("*.urdf")):
+        cfg = cfg_class("urdf")(asset_path=str(urdf), allow_missing_files=True)
+        try:
+            with recording() as messages:
+                robot = read_source(cfg, MeshLibrary())
+        except ConversionError:
+            continue  # a fixture of a refused input: nothing to keep
+        try:
+            data = encode(robot, messages)
+        except Unencodable:
+            continue
+        again, replayed = decode(data)
+        assert encode(again, []) == encode(robot, []), urdf.name
+        assert len(replayed) == len(messages)
+        checked += 1
+    assert checked >= 30
