@@ -237,5 +237,5 @@ def cached_read(read: Callable[[], model.Robot]) -> model.Robot:
         data = encode(robot, messages)
     except Unencodable:
         return robot  # kept out of the cache; the conversion is unaffected
-    store.put_entry(key, {_FILE: data})
+    store.put_entry(key, {_FILE: data}, kind="intermediate")
     return robot

@@ -49,4 +49,4 @@ def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written
     for unit, key in keys.items():
         name = files[unit]
         if name in written:
-            store.put_entry(key, {name: written[name]})
+            store.put_entry(key, {name: written[name]}, kind=f"layer:{unit}")
