@@ -133,3 +133,15 @@ def test_the_oracle_names_the_element_and_the_size_of_a_difference(tmp_path):
     assert result.status == "failed"
     messages = [f.message for f in result.errors]
     assert any(m.startswith("tendon 'repeat': length") and "(off by" in m for m in messages), messages
+
+
+def test_a_rollout_difference_names_its_cause():
+    """A pendulum written without its <option> (import_physics_scene=false): the rollout finding names what
+    the decoded model simulates otherwise (gravity, the integrator), not only how far a body ended up
+    (before: "after a 0.2 s passive rollout it is … m from where the source's is" and nothing more)."""
+    result = roundtrip(FIXTURES / "scene_options.xml", import_physics_scene=False)
+    rollout = [message for element, message in result["errors"] if element == "body 'tip'"]
+    assert len(rollout) == 1, result["errors"]
+    assert "gravity [0.0, 0.0, -9.81" in rollout[0] and "[0.0, 0.0, -30.0] in the source" in rollout[0], rollout
+    assert "integrator mjINT_EULER decoded, mjINT_IMPLICITFAST in the source" in rollout[0], rollout
+    assert roundtrip(FIXTURES / "scene_options.xml")["errors"] == []  # with its scene: equal

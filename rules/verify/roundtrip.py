@@ -74,6 +74,26 @@ def decode(path):
         capture.seek(0)
         return spec, capture.read().decode("utf-8", "replace")
 
+def rollout_causes(src, dec, contacts_src, contacts_dec):
+    """What makes the decoded model move otherwise than the source, so that a rollout finding names its
+    cause: simulation options that differ (the USD was written without the source's <option>:
+    import_physics_scene=false) and contacts during the rollout (self_collision=false, or a floor dropped)."""
+    causes = []
+    if dec.opt.integrator != src.opt.integrator:
+        causes.append(f"integrator {mujoco.mjtIntegrator(dec.opt.integrator).name} decoded, "
+                      f"{mujoco.mjtIntegrator(src.opt.integrator).name} in the source")
+    for label in ("timestep", "gravity", "density", "viscosity", "wind", "cone", "impratio"):
+        mine, theirs = np.atleast_1d(getattr(dec.opt, label)), np.atleast_1d(getattr(src.opt, label))
+        mine_f, theirs_f = np.asarray(mine, float), np.asarray(theirs, float)
+        # relative 1e-6: USD keeps float32, so gravity -9.81 reads back as -9.8100004
+        if float(np.max(np.abs(mine_f - theirs_f) / np.maximum(1.0, np.abs(theirs_f)))) > 1e-6:
+            causes.append(f"{label} {np.asarray(mine).tolist()} decoded, {np.asarray(theirs).tolist()} in the source")
+    if contacts_dec != contacts_src:
+        causes.append(f"contacts: at most {contacts_dec} at once decoded, {contacts_src} in the source "
+                      "(self-collision or a floor not written)")
+    return causes
+
+
 def compare(source, usd, configurations, seed, seconds, TENDON, MOMENT, MASS, LIMIT, POSITION):
     errors, limits = [], []
     J = mujoco.mjtJoint
@@ -314,11 +334,14 @@ def compare(source, usd, configurations, seed, seconds, TENDON, MOMENT, MASS, LI
     # may differ by up to ten times that.
     ds, dd, dj = mujoco.MjData(src), mujoco.MjData(dec), mujoco.MjData(jittered)
     steps = int(round(seconds / src.opt.timestep))
+    contacts_src = contacts_dec = 0  # the most contacts at one step: self-collision or a floor kept or lost
     for _ in range(steps):
         mujoco.mj_step(src, ds)
         mujoco.mj_step(jittered, dj)
+        contacts_src = max(contacts_src, int(ds.ncon))
     for _ in range(int(round(seconds / dec.opt.timestep))):
         mujoco.mj_step(dec, dd)
+        contacts_dec = max(contacts_dec, int(dd.ncon))
     finite = bool(np.isfinite(dd.qpos).all())
     worst_position, worst_body = 0.0, ""
     sensitivity = float(np.max(np.abs(dj.xpos - ds.xpos))) if src.nbody > 1 else 0.0
@@ -330,8 +353,10 @@ def compare(source, usd, configurations, seed, seconds, TENDON, MOMENT, MASS, LI
             if off > worst_position:
                 worst_position, worst_body = off, body_name(src, s)
         if worst_position > max(POSITION, 10.0 * sensitivity):
+            causes = rollout_causes(src, dec, contacts_src, contacts_dec)
             errors.append([f"body '{worst_body}'", f"after a {seconds} s passive rollout it is {worst_position:.3g} m "
-                           "from where the source's is"])
+                           "from where the source's is" + (f" (the decoded model differs in: {'; '.join(causes)})"
+                                                           if causes else "")])
     for line in deprecations:
         errors.append(["decoder", f"deprecation warning while decoding: {line}"])
     return {"errors": errors, "limits": limits, "deprecations": deprecations, "summary": {
