@@ -8,16 +8,20 @@ build/report/index.html; `doit list` shows the tasks. `doit convert scheduler=tc
 shard i of n only.
 """
 
+import gc
 import os
 from pathlib import Path
 
-from doit import get_var
+from doit import create_after, get_var
 
 from usdforge.pipeline.doit_reporter import UsdforgeReporter, quiet_interrupt
 from usdforge.pipeline.distributed import build_options, doit_config
 from usdforge.pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
 from usdforge.pipeline.verify_tasks import report_tasks, thumbnail_tasks, verify_tasks
 
+# No cyclic garbage collection while the tasks are created (nothing they build is garbage): the reporter
+# turns it back on before any task runs (UsdforgeReporter.initialize).
+gc.disable()
 Path("build").mkdir(exist_ok=True)
 quiet_interrupt()
 _OPTIONS, _OPTIONS_ERROR = build_options(get_var("scheduler"), get_var("workers"), get_var("sources"),
@@ -47,21 +51,25 @@ def task_convert():
                              options={**_OPTIONS, "error": _OPTIONS_ERROR})
 
 
+@create_after()  # created only when asked for: `doit convert` never builds these tasks
 def task_ik():
     """Run the seeded IK study of every entry with an ee_body; JSON report next to its USD."""
     yield from ik_tasks(get_var("library", str(DEFAULT_LIBRARY)))
 
 
+@create_after()  # created only when asked for: `doit convert` never builds these tasks
 def task_verify():
     """Verify every converted asset against its source; JSON result next to its USD."""
     yield from verify_tasks(get_var("library", str(DEFAULT_LIBRARY)))
 
 
+@create_after()  # created only when asked for: `doit convert` never builds these tasks
 def task_thumbnail():
     """Render every converted asset's pictures from its USD (build/report/images/)."""
     yield from thumbnail_tasks(get_var("library", str(DEFAULT_LIBRARY)))
 
 
+@create_after()
 def task_report():
     """Write build/report/index.html: every asset at a glance, with a page per asset."""
     yield from report_tasks(get_var("library", str(DEFAULT_LIBRARY)))
