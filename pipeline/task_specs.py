@@ -41,9 +41,12 @@ def _safe_name(name: Any) -> bool:
 
 
 def _safe_relative(name: Any) -> bool:
-    """A file name relative to an output folder that stays inside it (no ``..``, not absolute)."""
-    return isinstance(name, str) and bool(name) and "\0" not in name and not name.startswith("/") \
-        and os.path.normpath(name) == name and name != ".." and not name.startswith("../")
+    """A normalised file name relative to an output folder that stays inside it: not absolute, no empty,
+    ``.`` or ``..`` component (string tests: 100,000 specs of five names each load at every no-op)."""
+    if not isinstance(name, str) or not name or "\0" in name or name.startswith("/") or name.endswith("/"):
+        return False
+    wrapped = f"/{name}/"
+    return "//" not in wrapped and "/./" not in wrapped and "/../" not in wrapped
 
 
 def _compact(spec: dict[str, Any]) -> dict[str, Any]:

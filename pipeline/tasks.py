@@ -132,7 +132,8 @@ def _unchanged(stamps: dict[str, list[Any]], base: str, build_dir: str) -> bool:
                 return False
             continue
         learnt = _learnt(build_dir) if learnt is None else learnt
-        name = os.path.abspath(path)
+        # os.path.abspath's answer, without its cost where the joined path is already absolute and normal.
+        name = path if path.startswith("/") and "/." not in path and "//" not in path else os.path.abspath(path)
         known = learnt.get(name)
         if isinstance(known, list) and len(known) == 2 and known[0] == sha and known[1] is not None \
                 and file_stamp(path) == known[1]:
