@@ -1,7 +1,7 @@
 """`doit convert` on generated libraries of 1,000 to 100,000 small mesh entries: cold, no-op, one edit.
 
     python bench/library_scale.py [--entries 1000 10000 100000] [--backend json sqlite3] [--repeat 3]
-                                  [--work /tmp] [--distinct 0] [--usdforge DIR]
+                                  [--work /tmp] [--distinct 0] [--usdforge DIR] [--check-clean]
 
 Each library holds N entries of the embedded ``cone.off`` at different scales (``--distinct K``: K scales
 cycled, so the build cache restores the repeats: a quicker way to build a 100 k library; 0: every entry
@@ -10,7 +10,8 @@ median no-op `doit convert`, the median no-op of a bare doit file with N up-to-d
 and one target each, the json backend: doit's own floor), their ratio, the no-op's peak RSS, the size of
 the state a no-op reads (doit's state, usdforge's learnt stamps, the cached task specs), the rebuild after
 one entry's scale is edited (asserted to convert that entry only) and the per-entry no-op cost.
-``--usdforge DIR``: the checkout to time (default: this one), e.g. a main checkout for the baseline.
+``--check-clean``: then builds the edited manifest from scratch (no cache) and compares every output of
+the incremental build with it, byte for byte. ``--usdforge DIR``: the checkout to time (default: this one), e.g. a main checkout for the baseline.
 The 100 k library takes ~4 GB under --work and, cold, tens of minutes on 2 cores: run it in the
 background with a log file (nohup python bench/library_scale.py --entries 100000 > log 2>&1 &).
 """
@@ -116,10 +117,31 @@ def measure(entries: int, backend: str, args: argparse.Namespace, usdforge: Path
         edit, _, output = run([*doit, "convert", f"library={library}"], folder, usdforge)
         rebuilt = [line for line in output.splitlines() if line.startswith(".  convert:")]
         assert rebuilt == [f".  convert:e{edited:06d}"], rebuilt[:5]
-        return {"entries": entries, "cold": cold, "noop": noop, "bare": bare_noop, "rss": rss, "edit": edit,
-                "state": state_size(folder / "build") / 1e6}
+        row = {"entries": entries, "cold": cold, "noop": noop, "bare": bare_noop, "rss": rss, "edit": edit,
+               "state": state_size(folder / "build") / 1e6}
+        if args.check_clean:
+            row["clean_equal"] = same_as_clean(folder, doit, library, usdforge)
+        return row
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def outputs(usd: Path) -> dict[str, bytes]:
+    """Every output file under ``usd`` but the lazy keys and conversion records (they name their folder
+    and hold times)."""
+    return {str(p.relative_to(usd)): p.read_bytes() for p in usd.rglob("*")
+            if p.is_file() and not p.name.endswith((".usdforge.toml", ".convert.json"))}
+
+
+def same_as_clean(folder: Path, doit: list[str], library: Path, usdforge: Path) -> bool:
+    """Whether the incremental build (cold, no-ops, one edit) equals a clean build of the edited manifest
+    in a fresh folder without a cache, byte for byte."""
+    clean = folder / "clean"
+    clean.mkdir()
+    command = [*doit[:-1], str(clean), "-n", "2", "convert", f"library={library}", "cache=off"]
+    run(command, clean, usdforge)
+    mine, theirs = outputs(folder / "build/usd"), outputs(clean / "build/usd")
+    return mine.keys() == theirs.keys() and all(mine[name] == theirs[name] for name in mine)
 
 
 def main() -> None:
@@ -130,6 +152,8 @@ def main() -> None:
     parser.add_argument("--work", default=tempfile.gettempdir())
     parser.add_argument("--distinct", type=int, default=0, help="K scales cycled (0: one per entry)")
     parser.add_argument("--usdforge", type=Path, default=REPO, help="the checkout to time")
+    parser.add_argument("--check-clean", action="store_true",
+                        help="also build the edited manifest from scratch (no cache) and compare every output")
     args = parser.parse_args()
     os.environ.pop("USDFORGE_CACHE", None)  # each library's own build/cache
     print(f"usdforge: {args.usdforge}; load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores", flush=True)
@@ -142,6 +166,8 @@ def main() -> None:
             print(f"| {entries:,} | {backend} | {row['cold']:.1f} | {row['noop']:.2f} | {row['bare']:.2f} | "
                   f"{row['noop'] / row['bare']:.2f}× | {row['rss']} | {row['state']:.1f} | {row['edit']:.2f} | "
                   f"{1e6 * row['noop'] / entries:.0f} |", flush=True)
+            if "clean_equal" in row:
+                print(f"  incremental build == clean build, byte for byte: {row['clean_equal']}", flush=True)
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
