@@ -78,6 +78,7 @@ def run(command: list[str], cwd: Path, usdforge: Path) -> tuple[float, int, str]
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env={**os.environ, "PYTHONPATH": str(usdforge / "src")})
+    assert process.stdout is not None
     output = process.stdout.read()
     _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - start
