@@ -8,16 +8,22 @@ build/report/index.html; `doit list` shows the tasks. `doit convert scheduler=tc
 shard i of n only.
 """
 
+import gc
 import os
+import sys
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
-from doit import get_var
+from doit import create_after, get_var
 
 from usdforge.pipeline.doit_reporter import UsdforgeReporter, quiet_interrupt
 from usdforge.pipeline.distributed import build_options, doit_config
 from usdforge.pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
 from usdforge.pipeline.verify_tasks import report_tasks, thumbnail_tasks, verify_tasks
 
+# No cyclic garbage collection while the tasks are created (nothing they build is garbage): the reporter
+# turns it back on before any task runs (UsdforgeReporter.initialize).
+gc.disable()
 Path("build").mkdir(exist_ok=True)
 quiet_interrupt()
 _OPTIONS, _OPTIONS_ERROR = build_options(get_var("scheduler"), get_var("workers"), get_var("sources"),
@@ -41,27 +47,41 @@ DOIT_CONFIG = {
 }
 
 
+def only_when_asked(creator: Callable[[], Iterator[dict[str, Any]]]) -> Callable[[], Iterator[dict[str, Any]]]:
+    """Create the tasks of ``creator`` only when they are asked for (doit's delayed creation): `doit convert`
+    never builds the verify, thumbnail, report and IK tasks of a library of 100,000 entries. Not under
+    `doit -s` (run the selected tasks only): doit clears their task_dep before delayed ones exist, so
+    `doit -s verify:x` would first rebuild x."""
+    single = any(arg == "--single" or (arg[:1] == "-" and arg[1:2] != "-" and arg[1:].isalpha() and "s" in arg)
+                 for arg in sys.argv[1:])
+    return creator if single else create_after()(creator)
+
+
 def task_convert():
     """Convert every library entry to USD (one subtask per entry)."""
     yield from convert_tasks(get_var("library", str(DEFAULT_LIBRARY)), cache=get_var("cache", None),
                              options={**_OPTIONS, "error": _OPTIONS_ERROR})
 
 
+@only_when_asked
 def task_ik():
     """Run the seeded IK study of every entry with an ee_body; JSON report next to its USD."""
     yield from ik_tasks(get_var("library", str(DEFAULT_LIBRARY)))
 
 
+@only_when_asked
 def task_verify():
     """Verify every converted asset against its source; JSON result next to its USD."""
     yield from verify_tasks(get_var("library", str(DEFAULT_LIBRARY)))
 
 
+@only_when_asked
 def task_thumbnail():
     """Render every converted asset's pictures from its USD (build/report/images/)."""
     yield from thumbnail_tasks(get_var("library", str(DEFAULT_LIBRARY)))
 
 
+@only_when_asked
 def task_report():
     """Write build/report/index.html: every asset at a glance, with a page per asset."""
     yield from report_tasks(get_var("library", str(DEFAULT_LIBRARY)))

@@ -9,6 +9,11 @@ cluster started by the build). Prints each whole-process wall time and its paral
 (T(doit -n 1) / (k · T_k), k = processes or workers) and, apart, what starting the local cluster costs,
 then extrapolates to 10 000 entries on 64 workers
 from per-entry times measured here (the assumptions are printed with the figure).
+
+    python bench/scale.py --entries 1000 10000 100000
+
+times libraries of that many generated entries instead (bench/library_scale.py): cold build, no-op beside a
+bare doit file with as many up-to-date tasks, one edited entry, peak RSS, state size.
 """
 
 from __future__ import annotations
@@ -156,7 +161,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
     parser.add_argument("--variants", type=int, default=4, help="cfg variants of each embedded entry")
+    parser.add_argument("--entries", type=int, nargs="+",
+                        help="instead, libraries of this many generated entries: cold, no-op beside a bare doit "
+                             "file, one edit, peak RSS, state size (bench/library_scale.py, which takes more "
+                             "options)")
     args = parser.parse_args()
+    if args.entries:
+        import library_scale  # bench/ is this script's folder
+
+        sys.argv = [sys.argv[0], "--entries", *map(str, args.entries)]
+        library_scale.main()
+        return
     root = Path(tempfile.mkdtemp(prefix="usdforge-scale-"))
     lib = library(args.shared, root / "lib", args.variants)
     count = len(tomllib.loads(lib.read_text())["assets"])

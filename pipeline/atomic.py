@@ -57,20 +57,42 @@ def _zombie(pid: int) -> bool:
         return False
 
 
+#: How long a listing of the output folders' parent serves ``remove_stale_staging`` in one process.
+RESCAN_AFTER_S = 60.0
+_STAGING_SEEN: dict[str, tuple[float, list[str]]] = {}  # parent → (when listed, its temporary folders' names)
+
+
 def remove_stale_staging(usd_dir: Path) -> list[Path]:
     """Remove the temporary folders of ``usd_dir`` left by conversions that were killed (their process
     is gone, or, of unknown origin, older than ``STALE_AFTER_S``); return them. A concurrent build's
-    folder is left alone."""
-    return _remove_stale(usd_dir.parent, staging_prefix(usd_dir), folders=True)
+    folder is left alone.
+
+    They lie beside every entry's output folder (``<build>/usd/``, one rename from their place): the
+    folder is listed once a minute per process, not once per conversion, which for a library of N
+    entries would list N names N times. A conversion killed meanwhile by another process leaves its
+    folder to the next listing."""
+    parent = str(usd_dir.parent)
+    seen = _STAGING_SEEN.get(parent)
+    if seen is None or time.monotonic() - seen[0] > RESCAN_AFTER_S:
+        try:
+            with os.scandir(parent) as listing:
+                names = [item.name for item in listing if ".tmp-" in item.name]
+        except OSError:
+            return []
+        seen = _STAGING_SEEN[parent] = (time.monotonic(), names)
+    prefix = staging_prefix(usd_dir)
+    return _remove_stale(usd_dir.parent, prefix, folders=True,
+                         names=[name for name in seen[1] if name.startswith(prefix)])
 
 
-def _remove_stale(parent: Path, prefix: str, folders: bool) -> list[Path]:
+def _remove_stale(parent: Path, prefix: str, folders: bool, names: list[str] | None = None) -> list[Path]:
     """Remove the temporary folders (or files) in ``parent`` named ``<prefix><host>-<pid>-<random>`` whose
-    writer is gone, and those of unknown origin older than ``STALE_AFTER_S``; return them."""
-    removed = []
+    writer is gone, and those of unknown origin older than ``STALE_AFTER_S``; return them. names: the
+    candidates' names, known from a listing of ``parent``; None: list it."""
+    removed: list[Path] = []
     try:
-        candidates = [p for p in parent.iterdir() if p.name.startswith(prefix)
-                      and (p.is_dir() if folders else p.is_file())]
+        candidates = [p for p in (parent.iterdir() if names is None else (parent / n for n in names))
+                      if p.name.startswith(prefix) and (p.is_dir() if folders else p.is_file())]
     except OSError:
         return removed
     for stale in candidates:

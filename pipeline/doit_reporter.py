@@ -23,6 +23,19 @@ class UsdforgeReporter(ConsoleReporter):
         mark_run_started()  # the report's wall time of the run (its workers inherit it)
         self._deferred: list = []  # tasks to run at the end although a dependency failed
 
+    def initialize(self, tasks, selected_tasks) -> None:
+        """Called once every task is created and doit's state is loaded: those objects live until the
+        end of the run, so the cyclic garbage collector, off while they were made (``dodo.py``), stops
+        scanning them (``gc.freeze``) and is back on for what the run makes. A library of N entries
+        otherwise has its ~50·N objects traversed again and again while they are created: ~30 % of a
+        no-op at 10,000 entries. (They stay frozen: reference counting still frees them; only a cycle
+        among them outlives a run, in a process that runs doit again.)"""
+        import gc
+
+        gc.freeze()
+        gc.enable()
+        super().initialize(tasks, selected_tasks)
+
     def add_failure(self, task, fail) -> None:
         if fail.get_name() == "UnmetDependency" and (task.meta or {}).get("despite_failures"):
             self._deferred.append(task)  # run at the end (``report``)

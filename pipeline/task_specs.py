@@ -3,8 +3,10 @@
 Building cfgs and digests needs cattrs and every cfg class; a no-op ``doit convert`` should not pay for
 that. The specs are cached in ``build/task-specs/`` (not in the build cache, which may be shared: a spec
 names the files ``doit clean`` removes) keyed on the manifest's content hash, its path, the build folder
-and the stamps of the code that shapes cfgs, so any of those changing recomputes them. A cached spec whose
-outputs do not all lie in its own folder ``<build>/usd/<name>/`` is recomputed too.
+and the stamps of the code that shapes cfgs, so any of those changing recomputes them. The cache names
+each output relative to the entry's own folder ``<build>/usd/<name>/`` (``_compact``), joined to it at
+load (``_expand``): a cached spec cannot name a file elsewhere, and loading 100,000 of them costs a JSON
+parse and a few string joins each.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import functools
 import hashlib
 import json
 import os
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +35,70 @@ MANIFEST_ERROR_DOC = "the library manifest has an error"
 SPECS_FOLDER = "task-specs"
 
 
-def _confined(spec: dict[str, Any], build_dir: Path) -> bool:
-    """Whether every file a spec names for writing or removal lies in ``<build_dir>/usd/<its name>/``, as
-    ``compute_specs`` makes them (a hand-edited cache file cannot make ``doit clean`` remove other files)."""
-    if "error" in spec:
-        return isinstance(spec.get("error"), str)
-    name = spec["name"]
-    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+def _safe_name(name: Any) -> bool:
+    """An entry name that is one folder name (``<build>/usd/<name>/``)."""
+    return isinstance(name, str) and bool(name) and "/" not in name and "\0" not in name and name not in (".", "..")
+
+
+def _safe_relative(name: Any) -> bool:
+    """A normalised file name relative to an output folder that stays inside it: not absolute, no empty,
+    ``.`` or ``..`` component (string tests: 100,000 specs of five names each load at every no-op)."""
+    if not isinstance(name, str) or not name or "\0" in name or name.startswith("/") or name.endswith("/"):
         return False
-    folder = normalise(build_dir / "usd" / name)
-    paths = [spec["key_path"], spec["usd_path"], *spec["targets"]]
-    cfg = json.loads(spec["cfg_json"])
-    return spec["usd_dir"] == folder and normalise(cfg["usd_dir"]) == folder and all(
-        isinstance(p, str) and normalise(p) == p and p.startswith(folder + os.sep) for p in paths)
+    wrapped = f"/{name}/"
+    return "//" not in wrapped and "/./" not in wrapped and "/../" not in wrapped
+
+
+def _compact(spec: dict[str, Any]) -> dict[str, Any]:
+    """The cached form of a spec: the files it names relative to its output folder, which ``_expand``
+    joins to ``<build>/usd/<name>/`` (a hand-edited cache file cannot make ``doit clean`` remove, or a
+    conversion write, other files), and no paths to normalise again at each load."""
+    if "error" in spec:
+        return spec
+    folder = spec["usd_dir"] + os.sep
+    compact = {k: v for k, v in spec.items() if k not in ("targets", "key_path", "usd_path", "usd_dir", "doc")}
+    compact["outputs"] = [t[len(folder):] for t in spec["targets"]]
+    compact["key"] = spec["key_path"][len(folder):]
+    compact["usd"] = spec["usd_path"][len(folder):]
+    compact["doc_source"] = spec["doc"].split(" → ", 1)[0]
+    return compact
+
+
+def _writes_into(cfg_json: Any, folder: str) -> bool:
+    """Whether the canonical JSON of a cfg (``schemas.cfg_to_json``) has ``usd_dir`` = ``folder``: without
+    parsing it when no ``\\u`` escape could spell the key another way (the key once, with that value),
+    else parsed."""
+    if not isinstance(cfg_json, str):
+        return False
+    if "\\u" not in cfg_json:
+        return cfg_json.count('"usd_dir"') == 1 and f'"usd_dir":{json.dumps(folder)}' in cfg_json
+    try:
+        return normalise(json.loads(cfg_json)["usd_dir"]) == folder
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def _expand(compact: dict[str, Any], usd_root: str) -> dict[str, Any]:
+    """The spec of a cached ``_compact`` form; KeyError or ValueError when it is not one."""
+    if "error" in compact:
+        if not isinstance(compact["error"], str):
+            raise ValueError("not an error message")
+        return compact
+    name, outputs = compact["name"], compact["outputs"]
+    if not (_safe_name(name) and isinstance(outputs, list) and all(map(_safe_relative, outputs))
+            and _safe_relative(compact["key"]) and _safe_relative(compact["usd"])):
+        raise ValueError(f"{name!r}: names a file outside its output folder")
+    folder = usd_root + name
+    if not _writes_into(compact["cfg_json"], folder):
+        raise ValueError(f"{name!r}: its cfg writes elsewhere")
+    spec = dict(compact)
+    del spec["outputs"], spec["key"], spec["usd"], spec["doc_source"]
+    spec["usd_dir"] = folder
+    spec["targets"] = [f"{folder}/{output}" for output in outputs]
+    spec["key_path"] = f"{folder}/{compact['key']}"
+    spec["usd_path"] = f"{folder}/{compact['usd']}"
+    spec["doc"] = f"{compact['doc_source']} → {spec['usd_path']}"
+    return spec
 
 
 @functools.cache
@@ -60,61 +114,121 @@ def _code_stamp() -> list[Any]:
     return stamps
 
 
-def compute_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
+def compute_specs(library_path: Path, build_dir: Path,
+                  previous: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One spec per entry: kind, source, packages, cfg (JSON), digest, targets, key path, library folder,
-    output folder; or an error."""
-    import attrs
+    output folder; or an error.
 
-    from usdforge.pipeline.content_key import entry_digest
-    from usdforge.pipeline.manifest import entry_cfg, entry_kind, entry_source, load_library
-    from usdforge.rules.errors import ConversionError
-    from usdforge.rules.outputs import key_file_name, planned_outputs
-    from usdforge.schemas import ConfigError, cfg_to_json
+    previous: {``entry_key``: spec} of an earlier computation; an entry whose key is there is not
+    computed again (one edited entry of 100,000 costs the manifest's parse, not 100,000 cfgs)."""
+    return [spec for spec, _ in _specs_and_keys(library_path, build_dir, previous or {})]
+
+
+def _specs_and_keys(library_path: Path, build_dir: Path,
+                    previous: dict[str, dict[str, Any]]) -> list[tuple[dict[str, Any], str | None]]:
+    """``compute_specs`` with each spec's ``entry_key`` (None for an error)."""
+    from usdforge.pipeline.manifest import Library, LibraryEntry
+    from usdforge.schemas import ConfigError, structure_cfg
+
+    try:  # each entry on its own, so that unchanged ones are reused; any error: the whole manifest's path
+        data = tomllib.loads(Path(library_path).read_text())
+        data.setdefault("root", str(Path(library_path).parent.absolute()))
+        raw_entries = data.get("assets", [])
+        library = structure_cfg({**data, "assets": []}, Library)
+        names = [raw["name"].casefold() for raw in raw_entries]
+        if len(set(names)) != len(names):
+            raise ConfigError("a name is used twice")
+        context = [library.root, list(library.allowed_roots), normalise(build_dir), normalise(library_path)]
+        result = []
+        for index, raw in enumerate(raw_entries):
+            key = hashlib.sha256(json.dumps([raw, context], sort_keys=True, default=str).encode()).hexdigest()
+            spec = previous.get(key)
+            if spec is None:
+                spec = _entry_spec(library, structure_cfg(raw, LibraryEntry), index, library_path, build_dir)
+            result.append((spec, None if "error" in spec else key))
+        return result
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, ConfigError):
+        return [(spec, None) for spec in _all_specs(library_path, build_dir)]
+
+
+def _all_specs(library_path: Path, build_dir: Path) -> list[dict[str, Any]]:
+    """Every entry's spec, or the manifest's one error (``manifest.load_library``'s message)."""
+    from usdforge.pipeline.manifest import load_library
+    from usdforge.schemas import ConfigError
 
     try:
         library = load_library(library_path)
     except ConfigError as exc:
         return [{"name": "library", "error": str(exc), "doc": MANIFEST_ERROR_DOC}]
-    specs = []
-    for index, entry in enumerate(library.assets):
-        try:
-            kind = entry_kind(library, entry)
-            cfg = entry_cfg(library, entry, index, build_dir, library_path)
-        except (ConfigError, ConversionError) as exc:
-            specs.append({"name": entry.name, "error": str(exc), "doc": f"{entry.source} (misconfigured)"})
-            continue
-        usd_dir = Path(cfg.usd_dir)
-        outputs = planned_outputs(kind, cfg.usd_file_name, cfg.make_instanceable,
-                                  getattr(cfg, "run_asset_transformer", False), getattr(cfg, "articulation_cfg", False))
-        specs.append({
-            "name": entry.name, "kind": kind, "source": normalise(entry_source(library, entry)),
-            "packages": {item["name"]: item["path"] for item in getattr(cfg, "ros_package_paths", None) or []},
-            "xacro_args": dict(getattr(cfg, "xacro_args", None) or {}),
-            "cfg_json": cfg_to_json(cfg), "digest": entry_digest(cfg, kind, library.root),
-            "targets": [normalise(usd_dir / name) for name in outputs],
-            "key_path": normalise(usd_dir / key_file_name(cfg.usd_file_name)),
-            "ee_body": entry.ee_body, "ik": attrs.asdict(entry.ik),
-            "usd_path": normalise(usd_dir / cfg.usd_file_name),
-            "root": normalise(library.root), "usd_dir": normalise(usd_dir),
-            "doc": f"{entry.source} → {usd_dir / cfg.usd_file_name}",
-        })
-    return specs
+    return [_entry_spec(library, entry, index, library_path, build_dir) for index, entry in enumerate(library.assets)]
+
+
+def _entry_spec(library: Any, entry: Any, index: int, library_path: Path, build_dir: Path) -> dict[str, Any]:
+    import attrs
+
+    from usdforge.pipeline.content_key import entry_digest
+    from usdforge.pipeline.manifest import entry_cfg, entry_kind, entry_source
+    from usdforge.rules.errors import ConversionError
+    from usdforge.rules.outputs import key_file_name, planned_outputs
+    from usdforge.schemas import ConfigError, cfg_to_json
+
+    try:
+        kind = entry_kind(library, entry)
+        cfg = entry_cfg(library, entry, index, build_dir, library_path)
+    except (ConfigError, ConversionError) as exc:
+        return {"name": entry.name, "error": str(exc), "doc": f"{entry.source} (misconfigured)"}
+    usd_dir = Path(cfg.usd_dir)
+    outputs = planned_outputs(kind, cfg.usd_file_name, cfg.make_instanceable,
+                              getattr(cfg, "run_asset_transformer", False), getattr(cfg, "articulation_cfg", False))
+    return {
+        "name": entry.name, "kind": kind, "source": normalise(entry_source(library, entry)),
+        "packages": {item["name"]: item["path"] for item in getattr(cfg, "ros_package_paths", None) or []},
+        "xacro_args": dict(getattr(cfg, "xacro_args", None) or {}),
+        "cfg_json": cfg_to_json(cfg), "digest": entry_digest(cfg, kind, library.root),
+        "targets": [normalise(usd_dir / name) for name in outputs],
+        "key_path": normalise(usd_dir / key_file_name(cfg.usd_file_name)),
+        "ee_body": entry.ee_body, "ik": attrs.asdict(entry.ik),
+        "usd_path": normalise(usd_dir / cfg.usd_file_name),
+        "root": normalise(library.root), "usd_dir": normalise(usd_dir),
+        "doc": f"{entry.source} → {usd_dir / cfg.usd_file_name}",
+    }
+
+
+#: {cache file: (fingerprint, specs)}: the specs this process loaded (each task group asks).
+_LOADED: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
 
 
 def task_specs(library_path: str | Path, build_dir: str | Path) -> list[dict[str, Any]]:
-    """``compute_specs``, from ``build/cache`` when the manifest, build folder and code are unchanged."""
+    """``compute_specs``, from ``<build_dir>/task-specs/`` when the manifest, build folder and code are
+    unchanged: one JSON parse and a few string joins per entry (no ``pathlib``, no cfg parsed). Every
+    file a cached spec names is joined to its own folder ``<build_dir>/usd/<name>/``; its cfg's
+    ``usd_dir`` is checked when a conversion runs (``tasks.in_output_folder``)."""
     library_path, build_dir = Path(library_path), Path(build_dir)
     fingerprint = {"manifest": normalise(library_path), "sha256": file_digest(library_path),
                    "build_dir": normalise(build_dir), "code": _code_stamp()}
     name = hashlib.sha256(fingerprint["manifest"].encode()).hexdigest()[:16]
     cache = build_dir / SPECS_FOLDER / f"library-{name}.json"
+    loaded = _LOADED.get(str(cache))
+    if loaded is not None and loaded[0] == fingerprint:
+        return loaded[1]
+    usd_root = os.path.join(fingerprint["build_dir"], "usd") + os.sep
+    previous: dict[str, dict[str, Any]] = {}
     try:
-        cached = json.loads(cache.read_text())
-        if cached["fingerprint"] == fingerprint and all(map(_confined, cached["specs"], [build_dir] * len(cached["specs"]))):
-            return cached["specs"]
+        with open(cache, encoding="utf-8") as stream:
+            cached = json.load(stream)
+        specs = [_expand(compact, usd_root) for compact in cached["specs"]]
+        if cached["fingerprint"] == fingerprint:
+            _LOADED[str(cache)] = (fingerprint, specs)
+            return specs
+        if {k: v for k, v in cached["fingerprint"].items() if k != "sha256"} == \
+                {k: v for k, v in fingerprint.items() if k != "sha256"}:  # the manifest was edited
+            previous = {key: spec for key, spec in zip(cached["keys"], specs, strict=True) if key is not None}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass  # no cache yet, or an unreadable one: compute the specs afresh
-    specs = compute_specs(library_path, build_dir)
+    computed = _specs_and_keys(library_path, build_dir, previous)
+    specs = [spec for spec, _ in computed]
     cache.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(cache, json.dumps({"fingerprint": fingerprint, "specs": specs}))
+    write_text_atomically(cache, json.dumps({"fingerprint": fingerprint, "specs": [_compact(s) for s in specs],
+                                             "keys": [key for _, key in computed]}))
+    _LOADED[str(cache)] = (fingerprint, specs)
     return specs

@@ -147,8 +147,8 @@ def _stamps(paths: list[str]) -> dict[str, list[int]]:
 
 
 def results_unchanged(task: Any, values: dict[str, Any]) -> bool:
-    """doit uptodate check of ``report``: every verify result is as the last report read it."""
-    read = values.get("results")
+    """doit uptodate check of ``report``: every verify result and picture is as the last report read it."""
+    read = values.get("read")
     return read is not None and _stamps(list(read)) == read
 
 
@@ -156,23 +156,27 @@ def write_report_action(entries: list[dict[str, Any]], build_dir: str,
                         library_dir: str | None = None) -> dict[str, Any]:
     from usdforge.pipeline.report.html import write_report
 
-    results = [entry[field] for entry in entries for field in ("result", "failure", "record") if field in entry]
-    stamps = _stamps(results)
+    read = [entry[field] for entry in entries for field in ("result", "failure", "record") if field in entry]
+    read += [path for entry in entries for path in entry.get("images", {}).values()]
+    stamps = _stamps(read)
     write_report(entries, Path(build_dir) / "report", library_dir)
-    return {"results": stamps}
+    return {"read": stamps}
 
 
 def report_tasks(library_path: str | Path = DEFAULT_LIBRARY,
                  build_dir: str | Path = DEFAULT_BUILD_DIR) -> Iterator[dict[str, Any]]:
     """``report``: the library's HTML page and one page per asset.
 
-    It depends on every asset's pictures (so on its conversion); when one of those fails, doit does not run
-    it, and ``UsdforgeReporter`` writes it at the end of the run instead (``meta["despite_failures"]``):
-    the failed entries first, each with its one-line error (``tasks.failure_path``), the others as usual."""
+    It depends on the ``thumbnail`` group (every asset's pictures, so its conversion) by name, not by a
+    ``file_dep`` on every picture, which doit would match against its task_dep list one by one (quadratic
+    in the library's size); the pictures it read are stamped instead (``results_unchanged``). When one of
+    those tasks fails, doit does not run it, and ``UsdforgeReporter`` writes it at the end of the run
+    instead (``meta["despite_failures"]``): the failed entries first, each with its one-line error
+    (``tasks.failure_path``), the others as usual."""
     from usdforge.pipeline.conversion_record import record_path
     from usdforge.pipeline.tasks import failure_path
 
-    entries, deps = [], []
+    entries = []
     for spec in task_specs(library_path, build_dir):
         if "error" in spec:
             entries.append({"name": spec["name"], "error": spec["error"]})
@@ -184,10 +188,9 @@ def report_tasks(library_path: str | Path = DEFAULT_LIBRARY,
                         "timing": timing_path(spec["name"], build_dir),
                         "record": str(record_path(usd_path.parent, usd_path.name)),
                         "failure": str(failure_path(build_dir, spec["name"]))})
-        deps.extend(images.values())
     report = Path(build_dir) / "report"
     yield {"basename": "report", "doc": f"write {report / 'index.html'}: every asset at a glance",
-           "file_dep": deps, "targets": [str(report / "index.html")], "clean": True,
+           "task_dep": ["thumbnail"], "targets": [str(report / "index.html")], "clean": True,
            "uptodate": [config_changed({"entries": entries}), results_unchanged],
            "actions": [(write_report_action, [entries, str(build_dir), str(Path(library_path).absolute().parent)])],
            "meta": {"despite_failures": True}}

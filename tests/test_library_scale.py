@@ -1,0 +1,145 @@
+"""What keeps a library of 100,000 entries linear (issue #32): `doit convert` creates no verify, thumbnail,
+report or IK task; the cached task specs load without recomputing and reuse unchanged entries when the
+manifest is edited, and a hand-edited cache cannot make a build write elsewhere; killed conversions'
+temporary folders are found by one listing per process; `report` depends on the thumbnail group by name.
+The timings themselves are in bench/library_scale.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CONE = REPO / "assets/meshes/cone.off"
+
+
+def manifest(folder: Path, scales: list[float]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(CONE, folder / "cone.off")
+    path = folder / "library.toml"
+    path.write_text("\n".join(f'[[assets]]\nname = "e{i}"\nsource = "cone.off"\n[assets.cfg]\nscale = [{s}, {s}, {s}]\n'
+                              for i, s in enumerate(scales)))
+    return path
+
+
+def test_doit_convert_creates_no_verify_thumbnail_report_or_ik_task(tmp_path):
+    """A dodo whose verify/thumbnail/report/IK generators fail when called: `doit convert` still builds
+    and no-ops (they are created only when asked for, `doit.create_after`)."""
+    library = manifest(tmp_path / "lib", [1.0, 2.0])
+    wrapper = tmp_path / "dodo_wrapper.py"
+    wrapper.write_text(f"""
+import sys
+sys.path.insert(0, {str(REPO)!r})
+import dodo
+
+
+def fail(*args, **kwargs):
+    raise SystemExit("a task generator other than convert's was called")
+
+
+dodo.verify_tasks = dodo.thumbnail_tasks = dodo.report_tasks = dodo.ik_tasks = fail
+from dodo import *  # noqa: F401,F403 - the project's tasks and DOIT_CONFIG
+""")
+    work = tmp_path / "work"
+    work.mkdir()
+    command = [sys.executable, "-m", "doit", "-f", str(wrapper), "-d", str(work), "convert", f"library={library}"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert sorted(line for line in first.stdout.splitlines() if line.startswith(".  ")) == \
+        [".  convert:e0", ".  convert:e1"]
+    again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0 and ".  convert:" not in again.stdout, again.stdout + again.stderr
+
+
+@pytest.fixture
+def specs_module(monkeypatch):
+    from usdforge.pipeline import task_specs
+
+    monkeypatch.setattr(task_specs, "_LOADED", {})  # each call reads the cache file, as a new process does
+    return task_specs
+
+
+def test_an_edited_manifest_recomputes_the_edited_entry_only(tmp_path, specs_module, monkeypatch):
+    library = manifest(tmp_path / "lib", [1.0, 2.0, 3.0])
+    build = tmp_path / "build"
+    first = specs_module.task_specs(library, build)
+    computed = []
+    original = specs_module._entry_spec
+    monkeypatch.setattr(specs_module, "_entry_spec", lambda *args: computed.append(args[1].name) or original(*args))
+    monkeypatch.setattr(specs_module, "_LOADED", {})
+    assert specs_module.task_specs(library, build) == first and computed == []
+    library.write_text(library.read_text().replace("scale = [2.0, 2.0, 2.0]", "scale = [2.5, 2.5, 2.5]"))
+    monkeypatch.setattr(specs_module, "_LOADED", {})
+    edited = specs_module.task_specs(library, build)
+    assert computed == ["e1"]
+    assert [s["digest"] for s in edited] != [s["digest"] for s in first]
+    assert edited[0] == first[0] and edited[2] == first[2]
+    assert edited == specs_module.compute_specs(library, build)  # the same as computed from scratch
+
+
+@pytest.mark.parametrize("tamper", ["outputs", "key", "cfg_usd_dir", "cfg_escaped_key"])
+def test_a_hand_edited_spec_cache_is_recomputed(tmp_path, specs_module, tamper):
+    """The cache names outputs relative to the entry's own folder, and its cfg must write there: an edit
+    pointing elsewhere makes the specs be computed again instead of used."""
+    library = manifest(tmp_path / "lib", [1.0])
+    build = tmp_path / "build"
+    expected = specs_module.task_specs(library, build)
+    (cache,) = (build / "task-specs").glob("*.json")
+    data = json.loads(cache.read_text())
+    spec = data["specs"][0]
+    outside = str(tmp_path / "outside")
+    if tamper == "outputs":
+        spec["outputs"].append("../../../outside/x.usda")
+    elif tamper == "key":
+        spec["key"] = "/etc/passwd"
+    elif tamper == "cfg_usd_dir":
+        spec["cfg_json"] = spec["cfg_json"].replace(json.dumps(expected[0]["usd_dir"]), json.dumps(outside))
+    else:  # a second usd_dir key spelt with an escape: json.loads keeps the last one
+        spec["cfg_json"] = spec["cfg_json"][:-1] + ',"usd\\u005fdir":' + json.dumps(outside) + "}"
+    cache.write_text(json.dumps(data))
+    specs_module._LOADED.clear()
+    assert specs_module.task_specs(library, build) == expected
+    assert outside not in cache.read_text() and "passwd" not in cache.read_text()
+
+
+def test_killed_conversions_folders_are_found_by_one_listing(tmp_path, monkeypatch):
+    from usdforge.pipeline import atomic
+
+    usd = tmp_path / "usd"
+    usd.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed = [usd / f".e{i}.tmp-{socket.gethostname()}-{int(dead.stdout)}-abcd" for i in range(3)]
+    live = usd / f".e0.tmp-{socket.gethostname()}-{os.getpid()}-efgh"
+    for folder in (*killed, live, *(usd / f"e{i}" for i in range(50))):
+        folder.mkdir()
+    listings = []
+    scandir = os.scandir
+    monkeypatch.setattr(atomic, "_STAGING_SEEN", {})
+    monkeypatch.setattr(atomic.os, "scandir", lambda path: listings.append(path) or scandir(path))
+    removed = [atomic.remove_stale_staging(usd / f"e{i}") for i in range(50)]
+    assert removed[:3] == [[k] for k in killed] and not any(removed[3:])
+    assert not any(k.exists() for k in killed) and live.exists()
+    assert listings.count(str(usd)) == 1  # not one per entry: N entries would list N names N times
+
+
+def test_report_depends_on_the_thumbnail_group_and_stamps_the_pictures(tmp_path, specs_module):
+    from usdforge.pipeline.verify_tasks import _stamps, report_tasks, results_unchanged
+
+    library = manifest(tmp_path / "lib", [1.0, 2.0])
+    (task,) = report_tasks(library, tmp_path / "build")
+    assert task["task_dep"] == ["thumbnail"] and not task.get("file_dep")  # doit matches no file pairwise
+    picture = Path(task["actions"][0][1][0][0]["images"]["thumb"])
+    picture.parent.mkdir(parents=True)
+    picture.write_bytes(b"png")
+    values = {"read": _stamps([str(picture)])}
+    assert results_unchanged(None, values)
+    picture.write_bytes(b"another png")
+    assert not results_unchanged(None, values)
