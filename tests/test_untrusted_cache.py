@@ -228,8 +228,10 @@ def test_doit_clean_never_removes_a_file_a_forged_task_spec_names(tmp_path):
     specs = list((work / "build").rglob("library-*.json"))
     assert len(specs) == 1 and "cache" not in specs[0].relative_to(work / "build").parts  # not in the shareable cache
     cached = json.loads(specs[0].read_text())
-    cached["specs"][0]["targets"].append(str(victim))
-    cached["specs"][0]["key_path"] = str(victim)
+    # the cached spec names its files relative to build/usd/<name>/: forge names that climb out of it
+    escape = os.path.relpath(victim, work / "build" / "usd" / "box")
+    cached["specs"][0]["outputs"].append(escape)
+    cached["specs"][0]["key"] = escape
     specs[0].write_text(json.dumps(cached))
     cleaned = doit(work, "clean", "convert", library=library)
     assert cleaned.returncode == 0, cleaned.stderr
