@@ -140,6 +140,7 @@ def test_segment_distance_matches_a_dense_search():
 
 
 BLOCK_AND_ARM = """<mujoco model="block_and_arm">
+  <compiler angle="radian"/>
   <worldbody>
     <body name="base">
       <geom name="block" type="box" size="0.05 0.08 0.2" pos="0 0 0.2"/>
@@ -194,4 +195,8 @@ def test_capsule_cover_is_exact_for_capsules_and_tight_on_a_box(tmp_path):
     assert near.sum() > 20 and (truth < 0).any()  # configurations near the block and into it
     free = truth > 0
     assert np.all(cover[free] <= truth[free] + 1e-5)
-    assert np.all(cover[free] >= truth[free] - block.excess_max - 1e-3)
+    # The cover lies within excess_max of the block, so it finds a pair at most that much closer; where
+    # capsules overlap, their (negative) distance is a depth, not comparable to MuJoCo's distance.
+    apart = free & (cover > 0)
+    assert np.all(cover[apart] >= truth[apart] - block.excess_max - 1e-3)
+    assert np.all(cover[truth > block.excess_max + 1e-3] > 0)
