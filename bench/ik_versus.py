@@ -21,16 +21,16 @@ MuJoCo's contacts on the same model (pairs in contact at rest excluded), for the
 * **PyRoKi**: the corpus Franka URDF (example-robot-data's ``panda.urdf``, the same kinematics: the bench
   prints the largest FK difference), its documented IK recipe (``pose_cost_analytic_jac`` with position
   weight 50 and orientation weight 10, ``limit_cost`` 100, Levenberg–Marquardt with a dense Cholesky, up
-  to 100 iterations), ``jax.vmap`` over the batch; from q0 and from 16 starts (q0 and 15 uniform
-  configurations, the best kept). Collision: its own model (one capsule per link fitted to the URDF's
+  to 100 iterations), ``jax.vmap`` over the batch, from q0 (a vmapped 16-start variant took minutes to
+  compile on 2 cores and is left out). Collision: its own model (one capsule per link fitted to the URDF's
   collision meshes, ``RobotCollision.from_urdf``) with ``self_collision_cost`` (margin 5 mm, weight 5),
   every link pair outside ``FRANKA_PAIRS`` ignored.
 * **mink**: the corpus MJCF itself, ``FrameTask`` on the hand, ``ConfigurationLimit``, daqp, steps of
   dt = 1 until 5e-4 or 200 steps, one target after another; collision: ``CollisionAvoidanceLimit`` on the
   collision geoms of ``FRANKA_PAIRS`` (5 mm minimum distance) -- MuJoCo's own geometry, exact.
 
-Throughput is targets per second of the compiled solve (compile time printed separately), the median of
-``--rounds`` interleaved calls; mink's is measured on ``--mink-targets`` of the targets.
+Throughput is targets per second of the compiled solve: the median of ``--rounds`` calls after the first
+(compile + solve, printed as "first s"); mink's is its one pass over ``--mink-targets`` of the targets.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _median_time(fn, rounds: int) -> float:
 # usdforge
 
 
-def usdforge_runs(usd, kin, targets, q0, collision_model):
+def usdforge_runs(kin, targets, q0, collision_model):
     import jax
 
     from usdforge.solvers import solve_ik
@@ -94,14 +94,8 @@ def usdforge_runs(usd, kin, targets, q0, collision_model):
                          (f"usdforge {NUM_SEEDS} starts", {"num_seeds": NUM_SEEDS})):
         for col in (None, collision_model):
             settings = SOLVE | extra
-
-            def solve(settings=settings, col=col):
-                return jax.block_until_ready(solve_ik(kin, targets, q0, collision=col, **settings))
-
-            t0 = time.perf_counter()
-            q, _ = solve()
-            first = time.perf_counter() - t0
-            runs[(label, col is not None)] = {"solve": solve, "q": np.asarray(q), "first_s": first}
+            runs[(label, col is not None)] = {"solve": lambda settings=settings, col=col: np.asarray(
+                jax.block_until_ready(solve_ik(kin, targets, q0, collision=col, **settings))[0])}
     return runs
 
 
@@ -113,7 +107,7 @@ def _ignored_pairs(names: list[str], wanted: set[frozenset[str]]) -> tuple[tuple
     return tuple((a, b) for i, a in enumerate(names) for b in names[i + 1:] if frozenset((a, b)) not in wanted)
 
 
-def pyroki_runs(targets: np.ndarray, q0_arm: np.ndarray, pairs, rng: np.random.Generator):
+def pyroki_runs(targets: np.ndarray, q0_arm: np.ndarray, pairs):
     import jax
     import jax.numpy as jnp
     import jaxlie
@@ -148,30 +142,11 @@ def pyroki_runs(targets: np.ndarray, q0_arm: np.ndarray, pairs, rng: np.random.G
             linear_solver="dense_cholesky", trust_region=jaxls.TrustRegionConfig(lambda_initial=1.0))
         return sol[var]
 
-    def pose_error(q, pose):
-        t = jaxlie.SE3(robot.forward_kinematics(q)[..., hand, :])
-        goal = jaxlie.SE3.from_rotation_and_translation(jaxlie.SO3(pose[3:]), pose[:3])
-        err = (t.inverse() @ goal).log()
-        return jnp.linalg.norm(err[..., :3], axis=-1) / 1e-3 + jnp.linalg.norm(err[..., 3:], axis=-1) / 1e-3
-
-    starts = np.concatenate([q0[None], rng.uniform(lo, hi, (NUM_SEEDS - 1, n_act))]).astype(np.float32)
     runs = {}
     for collision in (False, True):
         one = jax.jit(jax.vmap(lambda pose, c=collision: solve_one(robot, coll, pose, jnp.asarray(q0, jnp.float32), c)))
-
-        def many_fn(pose, c=collision):
-            qs = jax.vmap(lambda s: solve_one(robot, coll, pose, s, c))(jnp.asarray(starts))
-            return qs[jnp.argmin(jax.vmap(lambda q: pose_error(q, pose))(qs))]
-
-        many = jax.jit(jax.vmap(many_fn))
         poses = jnp.asarray(targets, jnp.float32)
-        for label, fn in (("PyRoKi q0", one), (f"PyRoKi {NUM_SEEDS} starts", many)):
-            def solve(fn=fn):
-                return jax.block_until_ready(fn(poses))
-
-            t0 = time.perf_counter()
-            q = solve()
-            runs[(label, collision)] = {"solve": solve, "q": np.asarray(q)[:, :7], "first_s": time.perf_counter() - t0}
+        runs[("PyRoKi q0", collision)] = {"solve": lambda one=one: np.asarray(jax.block_until_ready(one(poses)))[:, :7]}
     fk = lambda q: np.asarray(robot.forward_kinematics(jnp.asarray(  # noqa: E731
         np.concatenate([q, np.zeros((len(q), n_act - 7))], axis=1), jnp.float32))[:, int(hand)])
     return runs, fk
@@ -219,8 +194,7 @@ def mink_runs(model_path: Path, joint_names, targets: np.ndarray, pairs):
             out[i] = config.q[adr] - model.qpos0[adr]
         return out
 
-    return {("mink (serial)", c): {"solve": lambda c=c: solve(c), "q": None, "first_s": float("nan")}
-            for c in (False, True)}
+    return {("mink (serial)", c): {"solve": lambda c=c: solve(c)} for c in (False, True)}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -247,9 +221,8 @@ def main(args) -> None:
     q0 = np.clip(np.zeros(kin.num_joints), np.asarray(kin.lower), np.asarray(kin.upper))
     model = fit_self_collision(usd, kin, margin=0.005, between=FRANKA_PAIRS)
 
-    pk_runs, pk_fk = pyroki_runs(targets, q0, FRANKA_PAIRS, np.random.default_rng(args.seed))
-    runs = usdforge_runs(usd, kin, jnp.asarray(targets, jnp.float32), jnp.asarray(q0, jnp.float32), model)
-    runs |= pk_runs
+    pk_runs, pk_fk = pyroki_runs(targets, q0, FRANKA_PAIRS)
+    runs = pk_runs | usdforge_runs(kin, jnp.asarray(targets, jnp.float32), jnp.asarray(q0, jnp.float32), model)
     m = min(args.mink_targets, n)
     runs |= mink_runs(SHARED / SOURCES["franka_emika_panda"], kin.joint_names, targets[:m], FRANKA_PAIRS)
 
@@ -258,32 +231,31 @@ def main(args) -> None:
     fk_diff = np.abs(fk[:, 4:] - targets[:, :3]).max()
     rot_diff = np.abs(np.abs(np.sum(fk[:, :4] * targets[:, 3:], axis=1)) - 1).max()
 
-    times: dict = {k: [] for k in runs}
-    for _ in range(args.rounds):  # interleaved: load on the machine falls on every solver alike
-        for key, r in runs.items():
-            t0 = time.perf_counter()
-            q = r["solve"]()
-            times[key].append(time.perf_counter() - t0)
-            if r["q"] is None:
-                r["q"] = q
-    print(f"# jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} cpus, load average "
-          f"{os.getloadavg()[0]:.1f}; {n} Franka hand pose targets (mink: first {m}), from q0; success = MuJoCo "
-          "FK within 1 mm and 1e-3 rad; collision = MuJoCo contact between the checked pairs")
+    print(f"# jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} cpus; {n} Franka hand pose "
+          f"targets (mink: first {m}), from q0; success = MuJoCo FK within 1 mm and 1e-3 rad; collision = "
+          "a MuJoCo contact between robot bodies not in contact at rest; solve s = median of the timed calls after the first")
     print(f"# PyRoKi's URDF vs the MJCF: hand position differs by at most {fk_diff:.1e} m, |<q1,q2>|-1 {rot_diff:.1e}")
     print(f"{'solver':22s} {'collision':9s} {'targets/s':>10s} {'solve s':>8s} {'first s':>8s} {'success':>8s} "
-          f"{'in coll.':>8s} {'ok+free':>8s}")
+          f"{'in coll.':>8s} {'ok+free':>8s} {'load':>5s}", flush=True)
     rows = []
     for (label, collision), r in runs.items():
-        q = np.asarray(r["q"], np.float64)
+        t0 = time.perf_counter()
+        q = np.asarray(r["solve"](), np.float64)
+        first = time.perf_counter() - t0
+        times = []
+        for _ in range(args.rounds if label != "mink (serial)" else 0):
+            t0 = time.perf_counter()
+            r["solve"]()
+            times.append(time.perf_counter() - t0)
+        dt = float(np.median(times)) if times else first  # mink compiles nothing: its first call is its time
         count = len(q)
         ok = check(mj, q, targets[:count])
         hit = mj.self_collisions(q)
-        dt = float(np.median(times[(label, collision)]))
         row = {"solver": label, "collision": collision, "targets_per_s": count / dt, "solve_s": dt,
-               "first_s": r["first_s"], "success": float(ok.mean()), "in_collision": float(hit.mean()),
+               "first_s": first, "success": float(ok.mean()), "in_collision": float(hit.mean()),
                "success_collision_free": float((ok & ~hit).mean()), "targets": count}
         rows.append(row)
         print(f"{label:22s} {'on' if collision else 'off':9s} {row['targets_per_s']:>10.0f} {dt:>8.2f} "
-              f"{r['first_s']:>8.1f} {100 * row['success']:>7.1f}% {100 * row['in_collision']:>7.1f}% "
-              f"{100 * row['success_collision_free']:>7.1f}%")
+              f"{first:>8.1f} {100 * row['success']:>7.1f}% {100 * row['in_collision']:>7.1f}% "
+              f"{100 * row['success_collision_free']:>7.1f}% {os.getloadavg()[0]:>5.1f}", flush=True)
     return rows

@@ -103,7 +103,7 @@ def test_colliding_configurations_are_solved_without_collision(franka):
     on = np.array([bool(c & pairs) for c in mujoco_contacts(model, kin, q_on)])
     conv = np.asarray(info_on.converged)
     assert off[np.asarray(info_off.converged)].mean() > 0.5  # from nearby, the plain solve stays in collision
-    # With avoidance, a target converges only collision-free (by the spheres, and so by MuJoCo).
+    # With avoidance, a target converges only collision-free (by the capsules, and so by MuJoCo).
     assert conv.mean() >= 0.5, conv.mean()
     assert not on[conv].any()
     assert np.all(np.asarray(info_on.clearance)[conv] >= 0)
