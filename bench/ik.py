@@ -4,6 +4,10 @@ Usage::
 
     python bench/ik.py                       # converts the corpus panda MJCF with the pipeline, ee "hand"
     python bench/ik.py --usd build/usd/panda/panda.usda --ee hand [--batches 1 1024 65536] [--float64]
+    python bench/ik.py --versus [--targets 1000] [--mink-targets 200]   # against PyRoKi and mink
+
+``--versus`` solves the same Franka pose targets with usdforge, PyRoKi and mink side by side, collision
+avoidance off and on, and prints throughput, success and self-collision rates (bench/ik_versus.py).
 
 Prints, per batch size, iterations per second (targets × iterations / s) of
 
@@ -34,6 +38,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+if str(ROOT / "bench") not in sys.path:
+    sys.path.insert(0, str(ROOT / "bench"))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -235,7 +241,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=0.5, help="seconds per measurement")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved measurements; the best counts")
     parser.add_argument("--float64", action="store_true", help="time float64 (enables jax_enable_x64)")
+    parser.add_argument("--versus", action="store_true",
+                        help="usdforge vs PyRoKi vs mink on the same Franka targets (bench/ik_versus.py)")
+    parser.add_argument("--targets", type=int, default=1000, help="--versus: batch of pose targets")
+    parser.add_argument("--mink-targets", type=int, default=200, help="--versus: targets mink solves (serial)")
+    parser.add_argument("--seed", type=int, default=0, help="--versus: targets and PyRoKi's extra starts")
     args = parser.parse_args(argv)
+    if args.versus:
+        import ik_versus  # noqa: PLC0415 - needs pyroki and mink, from its own venv
+
+        ik_versus.ensure_venv(sys.argv[1:] if argv is None else argv)
+        ik_versus.main(args)
+        return
     if args.float64:
         jax.config.update("jax_enable_x64", True)
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,13 +11,13 @@ configurations within the limits, solved from q0 = 0 clamped into the limits):
 * ``h1-arm``: unitree_h1 left elbow link (torso + 4 joints), position targets;
 * ``h1-arms`` / ``h1-arms-pose``: both elbow links at once (9 joints), position / pose targets;
 * ``franka-collision`` / ``h1-collision``: pose (franka hand) / position (h1 both arms) targets with
-  self-collision avoidance off and on (spheres from the USD colliders, 5 mm margin; the checked pairs
+  self-collision avoidance off and on (capsules from the USD colliders, 5 mm margin; the checked pairs
   are ``FRANKA_PAIRS`` / ``H1_PAIRS``: arm vs hand and fingers, arms vs torso and legs).
 
 Every solution is checked with MuJoCo's own model of the source: ``mj_kinematics`` for the end-effector
 poses (success = within 1 mm and 1e-3 rad), and ``mj_fwdPosition``'s contacts for self-collision (a
 contact with penetration between two robot bodies; MuJoCo's own exclusions: parent/child, <exclude>,
-contype/conaffinity). Prints one block per study and the sphere cover's error per body.
+contype/conaffinity). Prints one block per study and the capsule cover's error per body.
 """
 
 from __future__ import annotations
@@ -50,12 +50,8 @@ FRANKA_PAIRS = [(["link0", "link1", "link2", "link3", "link4"], ["link7", *_FING
 _H1_ARMS = [f"{s}_{p}_link" for s in ("left", "right") for p in ("shoulder_roll", "shoulder_yaw", "elbow")]
 H1_PAIRS = [(_H1_ARMS, ["torso_link"] + [f"{s}_{p}_link" for s in ("left", "right")
                                                   for p in ("hip_yaw", "hip_roll", "hip_pitch", "knee", "ankle")])]
-SPHERES = {"sphere_size": float(__import__("os").environ.get("SPHERE_SIZE", 0.04)), "max_spheres": int(__import__("os").environ.get("MAX_SPHERES", 16))}
 # Solved to half the checked tolerance: float32 FK differs from MuJoCo's float64 by up to ~1e-5 rad, and a
 # solution right at 1e-3 would be judged by that rounding.
-# H1's torso is large and its arms hang close to it: finer spheres (69 % of random configurations have
-# apart covers for the checked pairs with these, 38 % with the default 4 cm / 16 spheres; MuJoCo: 92 %).
-H1_SPHERES = {"sphere_size": 0.025, "max_spheres": 40}
 SOLVE = dict(iterations=200, pos_tol=5e-4, rot_tol=5e-4, max_step=0.5, restart_after=5, num_seeds=16)
 
 
@@ -79,7 +75,7 @@ class MujocoCheck:
                     for n in kin.joint_names]
         self.ee = [mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, b) for b in kin.ee_bodies]
         # Pairs already in contact at the rest pose (franka: link5/hand hulls, the closed fingers) are
-        # how the robot is built, as the sphere model treats them: left out of the count.
+        # how the robot is built, as the capsule model treats them: left out of the count.
         self.at_rest = self._contacts(np.zeros(kin.num_joints))
 
     def _contacts(self, q: np.ndarray) -> set[tuple[int, int]]:
@@ -172,9 +168,9 @@ def main() -> None:
         "h1-arms": lambda: [study("unitree_h1", arms, args.targets, False)],
         "h1-arms-pose": lambda: [study("unitree_h1", arms, args.targets, True)],
         "franka-collision": lambda: [study("franka_emika_panda", ["hand"], args.targets, True, collision=c)
-                                     for c in (None, {"margin": 0.005, "between": FRANKA_PAIRS, **SPHERES})],
+                                     for c in (None, {"margin": 0.005, "between": FRANKA_PAIRS})],
         "h1-collision": lambda: [study("unitree_h1", arms, args.targets, False, collision=c)
-                                 for c in (None, {"margin": 0.005, "between": H1_PAIRS, **H1_SPHERES})],
+                                 for c in (None, {"margin": 0.005, "between": H1_PAIRS})],
     }
     print(f"# jax {jax.__version__} on {jax.devices()[0].platform}; solve_ik {SOLVE}")
     for key, run in studies.items():
@@ -184,7 +180,7 @@ def main() -> None:
             show(r)
             if r["model"] is not None:
                 m = r["model"]
-                print(f"    {m.num_spheres} spheres, {len(m.body_pairs)} body pairs checked; cover error per body "
+                print(f"    {m.num_capsules} capsules, {len(m.body_pairs)} body pairs checked; cover error per body "
                       "(uncovered / excess max / excess mean, mm):")
                 for body, e in m.cover_error:
                     print(f"      {body:28s} {1e3 * e.uncovered:6.2f} {1e3 * e.excess_max:7.1f} {1e3 * e.excess_mean:6.1f}")

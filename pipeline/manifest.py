@@ -58,8 +58,8 @@ class IkStudyCfg:
         Default empty: ``ee_body`` alone.
     weights: task weight per end-effector (``ee_body`` first). Default None: 1 each.
     num_seeds: starts per target from the rest pose, solved in parallel. Default 1.
-    collision: self-collision avoidance with spheres fitted to the USD's colliders. Default False.
-    collision_margin: distance kept between the spheres of checked link pairs, metres. Default 0.005.
+    collision: self-collision avoidance with capsules fitted to the USD's colliders. Default False.
+    collision_margin: distance kept between the capsules of checked link pairs, metres. Default 0.005.
     """
 
     num_targets: int = 4096

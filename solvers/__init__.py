@@ -18,7 +18,7 @@ if __name__ != "usdforge.solvers":   # one importable name per module: never bot
                       "subpackages of usdforge")
 
 
-from .collision import SelfCollision, SphereCoverError, fit_self_collision
+from .collision import CoverError, SelfCollision, SphereCoverError, fit_self_collision
 from .device import GpuUnavailableError, resolve_device
 from .differential_ik import DEFAULT_IK_PARAMS, DifferentialIKController, DifferentialIKControllerCfg
 from .forward import (
@@ -46,6 +46,7 @@ __all__ = [
     "Kinematics",
     "MimicJoint",
     "SelfCollision",
+    "CoverError",
     "SphereCoverError",
     "apply_delta_pose",
     "compute_pose_error",

@@ -1,22 +1,22 @@
-"""Self-collision avoidance: spheres fitted to each body's colliders as read from the converted USD.
+"""Self-collision avoidance: capsules fitted to each body's colliders as read from the converted USD.
 
 :func:`fit_self_collision` reads every prim with ``UsdPhysics.CollisionAPI`` below a link (meshes, and
-the ``Sphere``/``Cube``/``Capsule``/``Cylinder`` primitives with their authored scale), samples its
-surface in the body frame, and covers each body with up to ``max_spheres`` spheres: k-means centres of
-the samples, each radius the distance to the farthest sample it owns, so every sample is inside the
-cover (an over-approximation; :class:`SphereCoverError` says by how much).
+the ``Sphere``/``Cube``/``Capsule``/``Cylinder`` primitives with their authored scale). A sphere or
+capsule collider is kept exactly as one capsule; any other is sampled (surface and hull interior, in
+the body frame) and covered by capsules (:func:`fit_capsules`: split the worst part at a median until
+the average excess thickness is within a tolerance), so every sample is inside the cover (an
+over-approximation; :class:`CoverError` says by how much).
 
 Pairs of bodies are checked unless they are adjacent (parent and child joined by a joint, as MuJoCo and
 URDF conventions exclude), cannot move relative to each other (no coordinate moves one without the
 other), or touch at the rest pose (their collider surfaces closer than ``rest_gap``, 2 cm by default,
-with all joints at zero). Of a checked pair, the sphere pairs that overlap (within the margin) at rest are left out too:
-the cover's excess would otherwise put every configuration in collision (franka link0/link2 overlap
-through link1's).
+with all joints at zero). Of a checked pair, the capsule pairs that overlap (within the margin) at rest are left out
+too: the cover's excess would otherwise put every configuration in collision.
 
 In :func:`solvers.solve_ik`, :class:`SelfCollision` adds one least-squares row per checked body pair:
-``r = sqrt(Σ max(0, margin − d)²)`` over its sphere pairs, with d the surface distance of two spheres,
-and its gradient by forward-mode differentiation of the link FK. A solution counts as converged only
-where no two checked spheres overlap (clearance ≥ 0); the margin keeps them apart while solving.
+``r = sqrt(Σ max(0, margin − d)²)`` over its capsule pairs, with d the surface distance of two capsules
+(segment distance minus radii), and its gradient by forward-mode differentiation of the link FK. A
+solution counts as converged only where no two checked capsules overlap (clearance ≥ 0); the margin keeps them apart while solving.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from .forward import tree_kernel
 from .kinematics import Kinematics
 
 
-class SphereCoverError(NamedTuple):
-    """How far a body's sphere cover is from its collider surface (metres).
+class CoverError(NamedTuple):
+    """How far a body's capsule cover is from its collider surface (metres).
 
-    ``uncovered``: the farthest a fresh, denser surface sample lies outside every sphere (0 when the
-    cover contains the surface). ``excess_max`` / ``excess_mean``: over points of the spheres' outer
-    surface (inside no other sphere), the distance to the nearest surface sample: how much the cover
-    inflates the collider.
+    ``uncovered``: the farthest a fresh, denser surface sample lies outside every capsule (0 when the
+    cover contains the surface). ``excess_max`` / ``excess_mean``: over points of the capsules' outer
+    surface (inside no other capsule of the body), the distance to the nearest surface sample: how much
+    the cover inflates the collider (0 for colliders that are spheres and capsules, which are exact).
     """
 
     uncovered: float
@@ -50,44 +50,54 @@ class SphereCoverError(NamedTuple):
     excess_mean: float
 
 
+#: The former name (the cover was made of spheres before capsules); a sphere is a capsule of length 0.
+SphereCoverError = CoverError
+
+
 @dataclass(frozen=True, eq=False)
 class SelfCollision:
-    """A sphere model of a Kinematics's links and the pairs to keep apart (a pytree).
+    """A capsule model of a Kinematics's links and the pairs to keep apart (a pytree).
 
-    Arrays (S spheres, P sphere pairs): ``centres`` (S, 3) in the body frame, ``radii`` (S,),
-    ``sphere_body`` (S,) index into ``kin.body_names``, ``pair_a``/``pair_b`` (P,) sphere indices,
-    ``pair_group`` (P,) index of the body pair, ``margin`` (m) and ``weight`` (of the rows, relative to
-    frame tasks of weight 1). Static: ``body_pairs`` (G names), ``cover_error`` per body with spheres.
+    Arrays (S capsules, P capsule pairs): ``ends_a`` / ``ends_b`` (S, 3) the ends of each capsule's
+    segment in its body's frame (equal for a sphere), ``radii`` (S,), ``capsule_body`` (S,) index into
+    ``kin.body_names``, ``pair_a``/``pair_b`` (P,) capsule indices, ``pair_group`` (P,) index of the
+    body pair, ``margin`` (m) and ``weight`` (of the rows, relative to frame tasks of weight 1). Static:
+    ``body_pairs`` (G names), ``cover_error`` per body with capsules.
     """
 
-    centres: Array
+    ends_a: Array
+    ends_b: Array
     radii: Array
-    sphere_body: Array
+    capsule_body: Array
     pair_a: Array
     pair_b: Array
     pair_group: Array
     margin: Array
     weight: Array
     body_pairs: tuple[tuple[str, str], ...]
-    cover_error: tuple[tuple[str, SphereCoverError], ...]
+    cover_error: tuple[tuple[str, CoverError], ...]
 
     @property
-    def num_spheres(self) -> int:
+    def num_capsules(self) -> int:
         return int(self.radii.shape[0])
 
-    def sphere_centres(self, kin: Kinematics, q: Array) -> Array:
-        """World centres (S, 3, ...) for q (J, ...)."""
+    def capsule_ends(self, kin: Kinematics, q: Array) -> tuple[Array, Array]:
+        """World segment ends (S, 3, ...), (S, 3, ...) for q (J, ...)."""
         pos, rot = tree_kernel(kin, q)  # (B, 3, ...), (B, 3, 3, ...)
-        p, r = pos[self.sphere_body], rot[self.sphere_body]
-        c = self.centres.reshape(self.centres.shape + (1,) * (q.ndim - 1))
-        return p + r[:, :, 0] * c[:, None, 0] + r[:, :, 1] * c[:, None, 1] + r[:, :, 2] * c[:, None, 2]
+        p, r = pos[self.capsule_body], rot[self.capsule_body]
+
+        def world(local: Array) -> Array:
+            c = local.reshape(local.shape + (1,) * (q.ndim - 1))
+            return p + r[:, :, 0] * c[:, None, 0] + r[:, :, 1] * c[:, None, 1] + r[:, :, 2] * c[:, None, 2]
+
+        return world(self.ends_a), world(self.ends_b)
 
     def pair_distances(self, kin: Kinematics, q: Array) -> Array:
-        """Surface distance (P, ...) of every checked sphere pair (negative: overlap)."""
-        c = self.sphere_centres(kin, q)
-        d = c[self.pair_a] - c[self.pair_b]
+        """Surface distance (P, ...) of every checked capsule pair (negative: overlap)."""
+        a, b = self.capsule_ends(kin, q)
+        gap = segment_distance(a[self.pair_a], b[self.pair_a], a[self.pair_b], b[self.pair_b])
         rad = (self.radii[self.pair_a] + self.radii[self.pair_b]).reshape((-1,) + (1,) * (q.ndim - 1))
-        return jnp.sqrt(d[:, 0] ** 2 + d[:, 1] ** 2 + d[:, 2] ** 2) - rad
+        return gap - rad
 
     def clearance(self, kin: Kinematics, q: Array) -> Array:
         """Smallest pair distance (...) for q (J, ...); +inf when no pair is checked."""
@@ -115,22 +125,54 @@ class SelfCollision:
 
 jax.tree_util.register_dataclass(
     SelfCollision,
-    data_fields=["centres", "radii", "sphere_body", "pair_a", "pair_b", "pair_group", "margin", "weight"],
+    data_fields=["ends_a", "ends_b", "radii", "capsule_body", "pair_a", "pair_b", "pair_group", "margin",
+                 "weight"],
     meta_fields=["body_pairs", "cover_error"],
 )
 
 
+def segment_distance(p1: Array, q1: Array, p2: Array, q2: Array, xp: Any = jnp) -> Array:
+    """Distance (P, ...) between segments p1–q1 and p2–q2, each (P, 3, ...) (Ericson, Real-Time Collision
+    Detection, 5.1.9). Degenerate segments (points) are handled; the closest parameters are clamped
+    into [0, 1], so the result is differentiable almost everywhere. ``xp=numpy`` evaluates it on the
+    host (no tracing, for the fit)."""
+    d1, d2, r = q1 - p1, q2 - p2, p1 - p2
+
+    def dot(u: Array, v: Array) -> Array:
+        return u[:, 0] * v[:, 0] + u[:, 1] * v[:, 1] + u[:, 2] * v[:, 2]
+
+    a, e, f, c, b = dot(d1, d1), dot(d2, d2), dot(d2, r), dot(d1, r), dot(d1, d2)
+    tiny = 1e-12
+    a_s, e_s = xp.maximum(a, tiny), xp.maximum(e, tiny)
+    denom = a * e - b * b
+    s = xp.where(denom > 1e-6 * a * e + tiny, xp.clip((b * f - c * e) / xp.maximum(denom, tiny), 0.0, 1.0), 0.0)
+    t = xp.where(e > tiny, (b * s + f) / e_s, 0.0)
+    s = xp.where((t < 0.0) | (e <= tiny), xp.clip(-c / a_s, 0.0, 1.0), xp.where(t > 1.0, xp.clip((b - c) / a_s, 0.0, 1.0), s))
+    s = xp.where(a > tiny, s, 0.0)
+    t = xp.clip(t, 0.0, 1.0)
+    gap = p1 + d1 * s[:, None] - p2 - d2 * t[:, None]
+    return xp.sqrt(dot(gap, gap) + 1e-18)
+
+
 # ---------------------------------------------------------------------------------------------------------
-# Host side: colliders from USD, sphere fitting, pair selection.
+# Host side: colliders from USD.
 
 
-#: Interior samples of the last :func:`collider_points` call, by (USD path, body).
-INTERIOR: dict[tuple[str, str], np.ndarray] = {}
+@dataclass(frozen=True)
+class Collider:
+    """One collider prim in its body's frame (metres): ``surface`` samples (M, 3) (its vertices and
+    area-weighted points of its triangles), ``interior`` samples (K, 3) of its convex hull, and ``exact``
+    (ends_a (k, 3), ends_b (k, 3), radii (k,)) when the prim is itself a sphere or capsule (uniformly
+    scaled), else None."""
+
+    surface: np.ndarray
+    interior: np.ndarray
+    exact: tuple[np.ndarray, np.ndarray, np.ndarray] | None
 
 
-def collider_points(usd_path: str | PathLike[str], kin: Kinematics, samples_per_m2: float = 20000.0,
-                    seed: int = 0) -> dict[str, np.ndarray]:
-    """Surface samples (M, 3), metres in the body frame, of every link's colliders, by body name.
+def read_colliders(usd_path: str | PathLike[str], kin: Kinematics, samples_per_m2: float = 20000.0,
+                   seed: int = 0) -> dict[str, list[Collider]]:
+    """Every link's colliders (:class:`Collider`, in the link's frame), by body name.
 
     Meshes contribute their vertices and area-weighted samples of their triangles; primitives (Sphere,
     Cube, Capsule, Cylinder) are tessellated by trimesh with their full authored transform (scale
@@ -147,12 +189,11 @@ def collider_points(usd_path: str | PathLike[str], kin: Kinematics, samples_per_
     mpu = float(UsdGeom.GetStageMetersPerUnit(stage))
     cache = UsdGeom.XformCache(Usd.TimeCode.Default())
     rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, list[Collider]] = {}
     for name, path in zip(tree.body_names, tree.body_paths):
         body = stage.GetPrimAtPath(path)
         body_inv = np.linalg.inv(_matrix(cache.GetLocalToWorldTransform(body), mpu))
-        pts: list[np.ndarray] = []
-        inside: list[np.ndarray] = []
+        found: list[Collider] = []
         for prim in Usd.PrimRange(body, Usd.TraverseInstanceProxies()):
             if prim != body and prim.HasAPI(UsdPhysics.RigidBodyAPI):
                 continue  # another body's subtree (bodies are flat, but be safe)
@@ -165,13 +206,34 @@ def collider_points(usd_path: str | PathLike[str], kin: Kinematics, samples_per_
             mesh.apply_transform(to_body)
             count = int(min(20000, max(200, mesh.area * samples_per_m2)))
             sampled, _ = trimesh.sample.sample_surface(mesh, count, seed=int(rng.integers(1 << 31)))
-            pts += [np.asarray(mesh.vertices), np.asarray(sampled)]
-            # Interior samples (of the convex hull: collision meshes are hulls or near it) for the centres.
-            inside.append(_hull_interior(np.asarray(mesh.vertices), rng))
-        if pts:
-            out[name] = np.concatenate(pts)
-            INTERIOR[(str(usd_path), name)] = np.concatenate(inside) if inside else np.zeros((0, 3))
+            verts = np.asarray(mesh.vertices)
+            # Interior samples (of the convex hull: collision meshes are hulls or near it) for the fit.
+            found.append(Collider(np.concatenate([verts, np.asarray(sampled)]), _hull_interior(verts, rng),
+                                  _exact_capsule(prim, to_body)))
+        if found:
+            out[name] = found
     return out
+
+
+def _exact_capsule(prim: Any, to_body: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A Sphere or Capsule prim as one capsule in the body frame (metres), or None (other types, or a
+    scale that is not uniform: an ellipsoid is no capsule)."""
+    from pxr import UsdGeom
+
+    if not (prim.IsA(UsdGeom.Sphere) or prim.IsA(UsdGeom.Capsule)):
+        return None
+    linear = to_body[:3, :3]
+    scale = np.linalg.svd(linear, compute_uv=False)
+    if scale.max() > scale.min() * (1 + 1e-6):
+        return None
+    # The same mapping as the tessellated colliders' (to_body applied to the prim's own coordinates).
+    radius = float(prim.GetAttribute("radius").Get() or 0.0) * scale[0]
+    half = np.zeros(3)
+    if prim.IsA(UsdGeom.Capsule):
+        axis = {"X": 0, "Y": 1, "Z": 2}[str(prim.GetAttribute("axis").Get() or "Z")]
+        half[axis] = 0.5 * float(prim.GetAttribute("height").Get() or 0.0)
+    a, b = linear @ half + to_body[:3, 3], linear @ -half + to_body[:3, 3]
+    return a[None], b[None], np.array([radius])
 
 
 def _hull_interior(vertices: np.ndarray, rng: np.random.Generator, count: int = 4000) -> np.ndarray:
@@ -231,46 +293,158 @@ def _collider_mesh(prim: Any, trimesh: Any) -> Any:
     return None
 
 
-def fit_spheres(points: np.ndarray, k: int, seed: int = 0, inner: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Up to k spheres (centres (k, 3), radii (k,)) containing every point of ``points``.
+# ---------------------------------------------------------------------------------------------------------
+# Capsule fitting.
 
-    Centres are k-means centres of ``inner`` (points inside the collider, when given: they lie near its
-    medial axis, so the spheres hug a limb's thickness) or else of the surface points; each surface
-    point goes to its nearest centre and each radius is the distance to the farthest point it owns.
+
+class _Capsule(NamedTuple):
+    a: np.ndarray  # (3,) segment end
+    b: np.ndarray  # (3,) segment end
+    radius: float
+    volume: float
+    area: float
+
+
+def enclosing_capsule(points: np.ndarray, radii_steps: int = 40) -> _Capsule:
+    """The smallest-volume capsule containing ``points`` (N, 3) along one of their principal axes.
+
+    For an axis through the centre of the points' cross-section, radius R (from the largest distance to
+    the axis up to 2.5 times it), the segment is the shortest that keeps every point within R:
+    end β = max(t − √(R² − ρ²)), start α = min(t + √(R² − ρ²)) over the points' axial t and radial ρ
+    (a sphere where α ≥ β).
     """
-    from scipy.cluster.vq import kmeans2
+    centre = points.mean(axis=0)
+    _, _, axes = np.linalg.svd(points - centre, full_matrices=False)
+    best: _Capsule | None = None
+    for axis in axes:
+        # Centre the axis on the cross-section's bounding box (closer to the smallest enclosing circle
+        # than the mean for lopsided sections).
+        rel = points - centre
+        t = rel @ axis
+        radial = rel - t[:, None] * axis
+        e1 = axes[0] if abs(axis @ axes[0]) < 0.5 else axes[1]
+        e1 = e1 - (e1 @ axis) * axis
+        e1 /= np.linalg.norm(e1)
+        e2 = np.cross(axis, e1)
+        u, v = radial @ e1, radial @ e2
+        shift = 0.5 * (u.max() + u.min()) * e1 + 0.5 * (v.max() + v.min()) * e2
+        origin = centre + shift
+        rho = np.linalg.norm(radial - shift, axis=1)
+        r_max = float(rho.max())
+        radii = r_max * np.linspace(1.0, 2.5, radii_steps) if r_max > 0 else np.array([0.0])
+        slack = np.sqrt(np.maximum(radii[:, None] ** 2 - rho[None] ** 2, 0.0))  # (R, N)
+        hi = (t[None] - slack).max(axis=1)
+        lo = (t[None] + slack).min(axis=1)
+        length = np.maximum(hi - lo, 0.0)
+        volume = math.pi * radii ** 2 * length + 4.0 / 3.0 * math.pi * radii ** 3
+        k = int(np.argmin(volume))
+        if length[k] > 0:
+            a, b = origin + lo[k] * axis, origin + hi[k] * axis
+        else:
+            a = b = origin + 0.5 * (lo[k] + hi[k]) * axis
+        cap = _Capsule(a, b, float(radii[k]), float(volume[k]),
+                       float(2 * math.pi * radii[k] * length[k] + 4 * math.pi * radii[k] ** 2))
+        if best is None or cap.volume < best.volume:
+            best = cap
+    assert best is not None
+    return best
 
-    cloud = points if inner is None or len(inner) < k else inner
-    k = max(1, min(k, len(cloud)))
-    if k == 1:
-        centres = 0.5 * (points.min(axis=0) + points.max(axis=0))[None]
-    else:
-        centres, _ = kmeans2(cloud, k, minit="++", seed=seed)
-    owner = np.argmin(np.linalg.norm(points[:, None] - centres[None], axis=2), axis=1)
-    keep = [i for i in range(len(centres)) if np.any(owner == i)]
-    centres = centres[keep]
-    owner = np.argmin(np.linalg.norm(points[:, None] - centres[None], axis=2), axis=1)
-    radii = np.array([np.linalg.norm(points[owner == i] - centres[i], axis=1).max() for i in range(len(centres))])
-    return centres, radii
+
+def _hull_volume(points: np.ndarray) -> float:
+    from scipy.spatial import ConvexHull, QhullError
+
+    try:
+        return float(ConvexHull(points).volume)
+    except (QhullError, ValueError):
+        return 0.0  # flat or too few points: the whole capsule counts as excess
 
 
-def cover_error(points: np.ndarray, check: np.ndarray, centres: np.ndarray, radii: np.ndarray,
-                seed: int = 0) -> SphereCoverError:
-    """:class:`SphereCoverError` of a cover fitted to ``points``, measured against a fresh sample ``check``."""
+def fit_capsules(points: np.ndarray, max_capsules: int = 8, tolerance: float = 0.003) -> list[_Capsule]:
+    """Capsules whose union contains ``points`` (N, 3): split the worst-fitting part in two until every
+    part's excess — (capsule volume − part hull volume) / capsule area, roughly the average thickness
+    the capsule adds, metres — is within ``tolerance``, or ``max_capsules`` are used.
+
+    A part is split at the median of the principal axis that gives the two halves the smallest total
+    capsule volume (even where that is more than the part's: a box needs two levels of splits before its
+    capsules shrink); each half keeps its points, so every point stays inside some capsule.
+    """
+    parts = [points]
+    caps = [enclosing_capsule(points)]
+
+    def excess(part: np.ndarray, cap: _Capsule) -> float:
+        return (cap.volume - _hull_volume(part)) / max(cap.area, 1e-12)
+
+    waste = [excess(points, caps[0])]
+    while len(parts) < max_capsules:
+        i = int(np.argmax(waste))
+        if waste[i] <= tolerance:
+            break
+        part = parts[i]
+        centre = part.mean(axis=0)
+        _, _, axes = np.linalg.svd(part - centre, full_matrices=False)
+        best = None
+        for axis in axes:
+            t = (part - centre) @ axis
+            cut = np.median(t)
+            halves = (part[t <= cut], part[t > cut])
+            if min(len(h) for h in halves) < 8:
+                continue
+            pair = (enclosing_capsule(halves[0]), enclosing_capsule(halves[1]))
+            if best is None or pair[0].volume + pair[1].volume < best[0][0].volume + best[0][1].volume:
+                best = (pair, halves)
+        if best is None:
+            waste[i] = 0.0  # too few points to split: keep this capsule
+            continue
+        (c0, c1), (h0, h1) = best
+        parts[i:i + 1], caps[i:i + 1], waste[i:i + 1] = [h0, h1], [c0, c1], [excess(h0, c0), excess(h1, c1)]
+    return caps
+
+
+def _point_capsule_distance(points: np.ndarray, a: np.ndarray, b: np.ndarray, radii: np.ndarray) -> np.ndarray:
+    """Signed distance (N, S) of points (N, 3) to capsules (S ends, S radii); negative inside."""
+    d = b - a  # (S, 3)
+    len2 = np.maximum(np.einsum("sk,sk->s", d, d), 1e-18)
+    t = np.clip(np.einsum("nsk,sk->ns", points[:, None] - a[None], d) / len2, 0.0, 1.0)
+    closest = a[None] + t[..., None] * d[None]
+    return np.linalg.norm(points[:, None] - closest, axis=2) - radii[None]
+
+
+def cover_error(surface: np.ndarray, check: np.ndarray, a: np.ndarray, b: np.ndarray, radii: np.ndarray,
+                fitted: np.ndarray, seed: int = 0) -> CoverError:
+    """:class:`CoverError` of a body's capsules (ends ``a``/``b`` (S, 3), ``radii`` (S,)) against its
+    collider surface: ``check`` (a fresh, denser sample) for the uncovered part, and the nearest of
+    ``surface`` ∪ ``check`` to each point of the fitted capsules' outer surface (``fitted`` (S,) bool:
+    capsules that are a collider exactly add no excess and are not sampled)."""
     from scipy.spatial import cKDTree
 
-    inside = np.linalg.norm(check[:, None] - centres[None], axis=2) - radii[None]
-    uncovered = float(max(0.0, inside.min(axis=1).max()))
+    uncovered = float(max(0.0, _point_capsule_distance(check, a, b, radii).min(axis=1).max()))
+    if not fitted.any():
+        return CoverError(uncovered, 0.0, 0.0)
     rng = np.random.default_rng(seed)
-    dirs = rng.normal(size=(256, 3))
-    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-    shell = (centres[:, None] + radii[:, None, None] * dirs[None]).reshape(-1, 3)
-    others = np.linalg.norm(shell[:, None] - centres[None], axis=2) - radii[None] < -1e-9
-    outer = shell[~others.any(axis=1)]
+    shells = []
+    for i in np.flatnonzero(fitted):
+        d = b[i] - a[i]
+        n = float(np.linalg.norm(d))
+        dirs = rng.normal(size=(384, 3))
+        dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
+        u = rng.uniform(0.0, 1.0, size=384)
+        if n > 0:
+            axis = d / n
+            along = dirs @ axis
+            side = np.arange(384) % 3  # a third on each cap, a third on the cylinder
+            u = np.where(side == 0, 0.0, np.where(side == 1, 1.0, u))
+            flip = ((side == 0) & (along > 0)) | ((side == 1) & (along < 0))
+            dirs = np.where(flip[:, None], dirs - 2 * along[:, None] * axis, dirs)
+            cyl = side == 2
+            dirs[cyl] -= (dirs[cyl] @ axis)[:, None] * axis
+            dirs[cyl] /= np.linalg.norm(dirs[cyl], axis=1, keepdims=True)
+        shells.append(a[i] + u[:, None] * d + radii[i] * dirs)
+    shell = np.concatenate(shells)
+    outer = shell[~(_point_capsule_distance(shell, a, b, radii) < -1e-7).any(axis=1)]
     if not len(outer):
-        return SphereCoverError(uncovered, 0.0, 0.0)
-    dist, _ = cKDTree(np.concatenate([points, check])).query(outer)
-    return SphereCoverError(uncovered, float(dist.max()), float(dist.mean()))
+        return CoverError(uncovered, 0.0, 0.0)
+    dist, _ = cKDTree(np.concatenate([surface, check])).query(outer)
+    return CoverError(uncovered, float(dist.max()), float(dist.mean()))
 
 
 def fit_self_collision(
@@ -279,8 +453,8 @@ def fit_self_collision(
     *,
     margin: float = 0.005,
     weight: float = 10.0,
-    max_spheres: int = 16,
-    sphere_size: float = 0.04,
+    max_capsules: int = 8,
+    tolerance: float = 0.003,
     bodies: list[str] | None = None,
     between: list[tuple[list[str], list[str]]] | None = None,
     rest_gap: float = 0.02,
@@ -288,22 +462,25 @@ def fit_self_collision(
 ) -> SelfCollision:
     """Fit :class:`SelfCollision` for ``kin`` from the colliders in ``usd_path``.
 
-    Each body with colliders gets ceil(largest extent / ``sphere_size``) spheres (m), at most
-    ``max_spheres``. ``bodies`` limits the model to these links (default: every link with colliders);
-    ``between = [(group_a, group_b), ...]`` checks only pairs with one link in each group of one of the
-    entries (e.g. a humanoid's arm links against its torso and legs).
+    A collider that is a sphere or a capsule (uniformly scaled) is taken as it is. Any other (a mesh, a
+    cube, a cylinder) is covered by up to ``max_capsules`` capsules that contain its surface and hull
+    interior samples, split until the average excess thickness is within ``tolerance`` (m):
+    :func:`fit_capsules`. ``bodies`` limits the model to these links (default: every link with
+    colliders); ``between = [(group_a, group_b), ...]`` checks only pairs with one link in each group of
+    one of the entries (e.g. a humanoid's arm links against its torso and legs).
     ``margin`` (m) is the distance the solve keeps between checked covers; ``weight`` scales the
     collision rows against frame tasks of weight 1. Pairs whose colliders are closer than ``rest_gap``
-    (m, at least the margin) at rest count as touching: a cover a centimetre or two larger than its
-    links cannot tell such neighbours (franka's link5 and link7 around the wrist) from a collision. Raises ValueError when no pair is left to check.
+    (m, at least the margin) at rest count as touching: a cover a little larger than its links cannot
+    tell such neighbours (franka's link5 and link7 around the wrist) from a collision. Raises ValueError
+    when no pair is left to check.
     """
     from scipy.spatial import cKDTree
 
     if margin < 0 or not math.isfinite(margin):
         raise ValueError(f"collision margin must be finite and >= 0 metres, got {margin}")
-    pts = collider_points(usd_path, kin, seed=seed)
-    inner = {b: INTERIOR.get((str(usd_path), b)) for b in pts}
-    check = collider_points(usd_path, kin, samples_per_m2=80000.0, seed=seed + 1)
+    colliders = read_colliders(usd_path, kin, seed=seed)
+    dense = read_colliders(usd_path, kin, samples_per_m2=80000.0, seed=seed + 1)
+    pts = {b: np.concatenate([c.surface for c in cs]) for b, cs in colliders.items()}
     if between is not None:
         bodies = sorted({b for group_a, group_b in between for b in [*group_a, *group_b]})
         wanted = {frozenset((a, b)) for group_a, group_b in between for a in group_a for b in group_b if a != b}
@@ -312,17 +489,25 @@ def fit_self_collision(
         missing = sorted(set(bodies) - set(names))
         if missing:
             raise ValueError(f"no colliders found for bodies {missing} in {usd_path}")
-    centres, radii, owner, errors = [], [], [], []
-    for b in names:
-        p = pts[b]
-        extent = float(np.max(p.max(axis=0) - p.min(axis=0)))
-        c, r = fit_spheres(p, int(min(max_spheres, max(1, math.ceil(extent / sphere_size)))), seed=seed,
-                           inner=inner.get(b))
-        centres.append(c)
-        radii.append(r)
-        owner += [kin.body_index(b)] * len(r)
-        errors.append((b, cover_error(p, check[b], c, r, seed=seed)))
-    centres_a = np.concatenate(centres) if centres else np.zeros((0, 3))
+    ends_a, ends_b, radii, owner, errors = [], [], [], [], []
+    for name in names:
+        a, b, r, fitted = [], [], [], []
+        for col in colliders[name]:
+            if col.exact is not None:
+                a.append(col.exact[0]), b.append(col.exact[1]), r.append(col.exact[2])
+                fitted += [False] * len(col.exact[2])
+                continue
+            caps = fit_capsules(np.concatenate([col.surface, col.interior]), max_capsules, tolerance)
+            a.append(np.array([c.a for c in caps])), b.append(np.array([c.b for c in caps]))
+            r.append(np.array([c.radius for c in caps]))
+            fitted += [True] * len(caps)
+        a_, b_, r_ = np.concatenate(a), np.concatenate(b), np.concatenate(r)
+        check = np.concatenate([c.surface for c in dense[name]])
+        errors.append((name, cover_error(pts[name], check, a_, b_, r_, np.array(fitted), seed=seed)))
+        ends_a.append(a_), ends_b.append(b_), radii.append(r_)
+        owner += [kin.body_index(name)] * len(r_)
+    ends_a_ = np.concatenate(ends_a) if ends_a else np.zeros((0, 3))
+    ends_b_ = np.concatenate(ends_b) if ends_b else np.zeros((0, 3))
     radii_a = np.concatenate(radii) if radii else np.zeros(0)
     owner_a = np.array(owner, dtype=np.int32)
 
@@ -330,10 +515,11 @@ def fit_self_collision(
     movers = _coordinates_moving(kin)
     parent = _parent_body(kin, usd_path)
     rest_pts = _rest_points(kin, {b: pts[b] for b in names})
-    rest_c = np.zeros_like(centres_a)
-    for b in names:
-        own = owner_a == kin.body_index(b)
-        rest_c[own] = _rest_points(kin, {b: centres_a[own]})[b]
+    rest_a, rest_b = np.zeros_like(ends_a_), np.zeros_like(ends_b_)
+    for name in names:
+        own = owner_a == kin.body_index(name)
+        rest_a[own] = _rest_points(kin, {name: ends_a_[own]})[name]
+        rest_b[own] = _rest_points(kin, {name: ends_b_[own]})[name]
     groups, pa, pb, pg = [], [], [], []
     for i, j in itertools.combinations(range(len(names)), 2):
         bi, bj = kin.body_index(names[i]), kin.body_index(names[j])
@@ -348,9 +534,10 @@ def fit_self_collision(
             continue
         si, sj = np.flatnonzero(owner_a == bi), np.flatnonzero(owner_a == bj)
         a, b = np.repeat(si, len(sj)), np.tile(sj, len(si))
-        # Sphere pairs of the covers that already overlap (within the margin) at rest cannot be told
-        # from the rest pose: they are left out, the pair's other spheres still count.
-        apart = np.linalg.norm(rest_c[a] - rest_c[b], axis=1) - radii_a[a] - radii_a[b] >= margin
+        # Capsule pairs of the covers that already overlap (within the margin) at rest cannot be told
+        # from the rest pose: they are left out, the pair's other capsules still count.
+        gap = segment_distance(rest_a[a], rest_b[a], rest_a[b], rest_b[b], xp=np)
+        apart = gap - radii_a[a] - radii_a[b] >= margin
         a, b = a[apart], b[apart]
         if not len(a):
             continue
@@ -362,10 +549,11 @@ def fit_self_collision(
         raise ValueError(f"{usd_path}: no pair of links to keep apart (all adjacent, rigidly joined or touching at rest)")
     dt = kin.dtype
     return SelfCollision(
-        centres=jnp.asarray(centres_a, dt), radii=jnp.asarray(radii_a, dt), sphere_body=jnp.asarray(owner_a),
-        pair_a=jnp.asarray(np.concatenate(pa), jnp.int32), pair_b=jnp.asarray(np.concatenate(pb), jnp.int32),
-        pair_group=jnp.asarray(np.concatenate(pg), jnp.int32), margin=jnp.asarray(margin, dt),
-        weight=jnp.asarray(weight, dt), body_pairs=tuple(groups), cover_error=tuple(errors),
+        ends_a=jnp.asarray(ends_a_, dt), ends_b=jnp.asarray(ends_b_, dt), radii=jnp.asarray(radii_a, dt),
+        capsule_body=jnp.asarray(owner_a), pair_a=jnp.asarray(np.concatenate(pa), jnp.int32),
+        pair_b=jnp.asarray(np.concatenate(pb), jnp.int32), pair_group=jnp.asarray(np.concatenate(pg), jnp.int32),
+        margin=jnp.asarray(margin, dt), weight=jnp.asarray(weight, dt), body_pairs=tuple(groups),
+        cover_error=tuple(errors),
     )
 
 

@@ -59,8 +59,8 @@ def ik_report(
     ``collision`` fits :func:`solvers.collision.fit_self_collision` to the USD's colliders and solves with
     self-collision avoidance at ``collision_margin`` (m). Every run reports ``limits`` (the share of
     solutions with a joint within 1e-4 of the range's ends, and the mean count of such joints) and, with
-    ``collision``, ``collision`` (clearance percentiles of the sphere model, m, and the share of
-    solutions whose spheres overlap); the report gives the sphere cover's error per body.
+    ``collision``, ``collision`` (clearance percentiles of the capsule model, m, and the share of
+    solutions whose capsules overlap); the report gives the capsule cover's error per body.
     """
     if jnp.dtype(dtype) == jnp.float64 and not jax.config.jax_enable_x64:
         with jax.enable_x64(True):
@@ -105,7 +105,7 @@ def ik_report(
         "ee_bodies": list(kin.ee_bodies),
         "weights": None if weights is None else [float(w) for w in weights],
         "collision": None if model is None else {
-            "margin_m": float(collision_margin), "spheres": model.num_spheres,
+            "margin_m": float(collision_margin), "capsules": model.num_capsules,
             "body_pairs": [list(p) for p in model.body_pairs],
             "cover_error_m": {b: e._asdict() for b, e in model.cover_error},
         },
@@ -167,7 +167,7 @@ def _limit_stats(kin: Kinematics, q: jax.Array) -> dict[str, Any]:
 
 
 def _collision_stats(model: Any, kin: Kinematics, q: jax.Array) -> dict[str, Any]:
-    """Sphere-model clearance of the solutions (only when solving with collision avoidance)."""
+    """Capsule-model clearance of the solutions (only when solving with collision avoidance)."""
     if model is None:
         return {}
     clearance = np.asarray(jax.jit(model.clearance)(kin, jnp.asarray(q).T), np.float64)

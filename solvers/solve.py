@@ -3,7 +3,7 @@
 Several end-effectors are solved at once by stacking their task rows (each scaled by the square root of
 its weight) into one task Jacobian; an optional posture task adds ``sqrt(w) · I`` rows pulling toward a
 reference configuration, and self-collision avoidance (:mod:`solvers.collision`) adds one row per
-sphere pair closer than its margin. Each target can start from several seeds at once (an extra batch
+checked link pair whose capsules come closer than its margin. Each target can start from several seeds at once (an extra batch
 axis), and keeps the first seed that converges.
 """
 
@@ -34,7 +34,7 @@ class IKInfo(NamedTuple):
     the returned seed (0 if q0 already met the tolerances). ``restarts`` (N,) int32: how often that seed
     was re-seeded (0 unless ``restart_after`` is set). ``seed`` (N,) int32: which of the ``num_seeds``
     starts the returned q came from (0: q0). ``clearance`` (N,) metres: with collision avoidance, the
-    smallest sphere-pair distance (surface to surface) at the returned q; +inf without it.
+    smallest capsule-pair distance (surface to surface) at the returned q; +inf without it.
     """
 
     converged: Array
@@ -228,7 +228,7 @@ def _solve_impl(
             pe = functools.reduce(jnp.maximum, [_norm3(x) for x in pos_err])
             re = jnp.zeros_like(pe) if position_only else functools.reduce(jnp.maximum, [_norm3(x) for x in rot_err])
             ok = met(pe, re)
-            if collision is not None:  # converged only where no two checked spheres overlap
+            if collision is not None:  # converged only where no two checked capsules overlap
                 ok = ok & (collision.clearance(kin, q) >= 0.0)
             return (pos_err, rot_err, jac), pe, re, ok
 

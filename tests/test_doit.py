@@ -249,6 +249,6 @@ fix_base = true
 
     report = json.loads((tmp_path / "build/usd/arm/arm.ik.json").read_text())
     assert report["ee_bodies"] == ["hand", "forearm"] and report["weights"] == [1.0, 0.5]
-    assert report["collision"]["spheres"] > 0 and report["runs"]["home"]["num_seeds"] == 2
+    assert report["collision"]["capsules"] > 0 and report["runs"]["home"]["num_seeds"] == 2
     assert "in_collision_rate" in report["runs"]["home"]["collision"]
     assert "at_limit_rate" in report["runs"]["perturbed"]["limits"]
