@@ -22,8 +22,11 @@ def interrupted(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """Run ``command`` in a process group of its own, Ctrl-C the group (as a terminal does) once the
     expansion runs, and return what it printed; assert no process of the group is left."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # A terminal's foreground job takes Ctrl-C with the default action; a suite started in the background
+    # of a non-interactive shell inherits SIGINT ignored, and its children with it: restore the default.
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+                               text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not _expanding(process.pid):
