@@ -383,15 +383,15 @@ class _ReaderProcess:
             try:
                 os.close(descriptor)
             except OSError:
-                pass
+                pass  # already closed (a crashed child's pipe): nothing left to release
         try:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
-            pass
+            pass  # the child already exited (or crashed): nothing to kill
         try:
             os.waitpid(self.pid, 0)
         except ChildProcessError:
-            pass
+            pass  # already reaped: no zombie left
 
 
 def _close_inherited(keep: tuple[int, ...]) -> None:
