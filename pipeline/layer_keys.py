@@ -17,10 +17,12 @@ from usdforge.rules.outputs import ROBOT_LAYER_FILES, articulation_cfg_file_name
 from usdforge.rules.robot.layer_fields import LAYER_FIELDS, READ_FIELDS, view
 from usdforge.schemas import __version__
 
-#: Units reused through their own key. The geometry layer has its own, finer, key (the hash of every
-#: prototype it holds: ``rules.robot.geometry``); the interface layer holds the provenance record (the
-#: digest of the whole cfg) and is authored every time.
-KEYED_UNITS = ("base", "instances", "materials", "physics", "physx", "newton", "mujoco", "articulation_cfg")
+#: Units reused through their own key. The geometry layer also has a finer key of its own (the hash of
+#: every prototype it holds: ``rules.robot.geometry``), used when the shapes are authored anyway; its unit
+#: key lets a rebuild that reuses instances and materials skip the shapes altogether. The interface layer
+#: holds the provenance record (the digest of the whole cfg) and is authored every time.
+KEYED_UNITS = ("base", "instances", "geometry", "materials", "physics", "physx", "newton", "mujoco",
+               "articulation_cfg")
 
 
 def _digest(payload: Any) -> str:

@@ -147,6 +147,26 @@ def test_view_raises_on_undeclared_fields():
         seen.joint_drive
 
 
+@pytest.mark.parametrize("kind,unit,field", [("urdf", "base", "robot_type"), ("urdf", "instances", "make_instanceable"),
+                                              ("urdf", "instances", "merge_mesh"), ("urdf", "physics", "collision_type"),
+                                              ("urdf", "physx", "self_collision"), ("mjcf", "instances", "collision_type")])
+def test_an_author_reading_an_undeclared_field_raises(kind, unit, field, folder, monkeypatch):
+    """The declarations are enforced on the layer authors: with ``field`` taken out of ``unit``'s
+    declaration, a conversion (cold, then a rebuild after an edit that only physics and the Isaac Lab cfg
+    declare, where physics alone names the colliders) fails with ``UndeclaredField`` naming both."""
+    from usdforge.rules.robot.layer_fields import LAYER_FIELDS
+
+    asset = folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")
+    cfg = cfg_class(kind)(asset_path=str(asset), robot_type="Manipulator")
+    edit = {"link_density": 321.0} if kind == "urdf" else {"override_gain_prm": (77.0,)}
+    monkeypatch.setitem(LAYER_FIELDS[kind], unit, tuple(f for f in LAYER_FIELDS[kind][unit] if f != field))
+    work = folder / f"undeclared-{kind}-{unit}-{field}"
+    warnings.simplefilter("ignore")
+    with pytest.raises(UndeclaredField, match=f"the {unit} unit read the cfg field '{field}'"):
+        converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+        converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out"), **edit), cache=Store(work / "cache"))
+
+
 def test_docs_show_the_generated_map():
     """docs/usd_layout.md holds the tables ``documented_tables`` generates (regenerate with
     ``python -m usdforge.rules.robot.layer_fields``)."""

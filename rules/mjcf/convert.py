@@ -35,7 +35,7 @@ from usdforge.rules.mjcf.usd import MjcfUsd
 from usdforge.rules.outputs import resolve_usd_file_name
 from usdforge.rules.robot.isaaclab_cfg import write_articulation_cfg
 from usdforge.rules.robot.meshes import MeshLibrary
-from usdforge.rules.robot.writer import RobotUsdContext, RobotUsdOptions, write_robot
+from usdforge.rules.robot.writer import RobotUsdContext, RobotUsdOptions, unit_options, write_robot
 from usdforge.schemas.mjcf_cfg import MjcfConverterCfg
 
 
@@ -154,7 +154,7 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
             messages.extend(usd.warnings)
 
         written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes,
-                              author_extra=author_mujoco)
+                              author_extra=author_mujoco, views=unit_options(cfg, "mjcf"))
         if cfg.articulation_cfg:
             pose = None
             if keyframe is not None:  # the keyframe's hinge and slide positions, in USD joint coordinates

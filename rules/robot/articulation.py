@@ -3,6 +3,8 @@ Sim's robot schema."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pxr import Sdf
 
 from usdforge.rules.robot.layers import RobotLayers
@@ -59,13 +61,19 @@ def articulation_prims(robot: Robot, root: Sdf.Path, link_paths: dict[str, Sdf.P
 
 
 def author_articulations(layers: RobotLayers, robot: Robot, link_paths: dict[str, Sdf.Path],
-                         self_collision: bool) -> None:
-    """``ArticulationRootAPI`` (and PhysX's articulation settings) where ``articulation_prims`` says."""
-    for path in articulation_prims(robot, layers.root, link_paths):
-        sdf.apply_schemas(layers.over("physics", path), "PhysicsArticulationRootAPI")
-        physx = layers.over("physx", path)
-        sdf.apply_schemas(physx, "PhysxArticulationAPI")
-        sdf.attribute(physx, "physxArticulation:enabledSelfCollisions", T.Bool, bool(self_collision))
+                         self_collision: Callable[[], bool]) -> None:
+    """``ArticulationRootAPI`` (physics) and PhysX's articulation settings (physx) where
+    ``articulation_prims`` says, each only when its layer is authored (``RobotLayers.authored``);
+    ``self_collision`` is asked only for the physx layer."""
+    prims = articulation_prims(robot, layers.root, link_paths)
+    enabled = bool(self_collision()) if layers.authored("physx") else False
+    for path in prims:
+        if layers.authored("physics"):
+            sdf.apply_schemas(layers.over("physics", path), "PhysicsArticulationRootAPI")
+        if layers.authored("physx"):
+            physx = layers.over("physx", path)
+            sdf.apply_schemas(physx, "PhysxArticulationAPI")
+            sdf.attribute(physx, "physxArticulation:enabledSelfCollisions", T.Bool, enabled)
 
 
 def author_robot_schema(root: Sdf.PrimSpec, robot_type: str, robot: Robot, link_paths: dict[str, Sdf.Path],

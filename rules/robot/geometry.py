@@ -53,15 +53,20 @@ def _ellipsoid(size) -> trimesh.Trimesh:
 class Shapes:
     """Writes the shapes of a robot's links; ``options`` is the writer's ``RobotUsdOptions``."""
 
-    def __init__(self, layers: RobotLayers, options, meshes: MeshLibrary, materials: Materials, source: Path):
+    def __init__(self, layers: RobotLayers, options, meshes: MeshLibrary, materials: Materials, source: Path,
+                 geometry: bool = False):
+        """geometry: the geometry layer is restored (``RobotLayers.restored``): prototypes are named, not
+        authored."""
         self.layers = layers
         self.options = options
         self.meshes = meshes
         self.materials = materials
         self.source = source
+        self.colliders = Colliders(layers, options, meshes)
         self._prototypes: dict[tuple, tuple[Sdf.Path, list[str]]] = {}
         self._prototype_names: set[str] = set()
         self._decomposer_missing_warned = False
+        self._restored_geometry = geometry
         #: Prototypes whose geometry-layer authoring waits for ``geometry_layer`` (layered output with a
         #: build cache: the layer may come from the cache), else None: authored at once.
         self._deferred: list[tuple] | None = [] if layers.layered and active_mesh_cache() is not None else None
@@ -102,13 +107,12 @@ class Shapes:
         sdf.custom_attributes(spec, shape.custom)
         self.materials.bind(spec, shape)
         if shape.collision:
-            inline_mesh = g.kind == "ellipsoid" or g.trimesh is not None
-            self._collider(path, mesh_parts=["."] if inline_mesh else None)
+            self.colliders.collider(path, shape)
 
     def _mesh_shape(self, path: Sdf.Path, shape: Shape) -> None:
         g = shape.geometry
         decompose = shape.collision and self.options.mesh_approximation == "convexDecomposition" \
-            and self.options.decompose and self._decomposer() is not None
+            and self.options.decompose and self.decomposer() is not None
         prototype, parts = self._prototype(g.mesh, g.scale, decompose)
         spec = self.layers.spec("instances", path, "Xform")
         sdf.xform(spec, shape.pose)
@@ -118,19 +122,7 @@ class Shapes:
         sdf.custom_attributes(spec, shape.custom)
         self.materials.bind(spec, shape)
         if shape.collision:
-            self._collider(path, mesh_parts=parts, approximation="convexHull" if decompose else None)
-
-    def _collider(self, path: Sdf.Path, mesh_parts: list[str] | None = None,
-                  approximation: str | None = None) -> None:
-        """CollisionAPI on a primitive, or on each mesh part (+ MeshCollisionAPI approximation)."""
-        if mesh_parts is None:
-            sdf.apply_schemas(self.layers.over("physics", path), "PhysicsCollisionAPI")
-            return
-        for part in mesh_parts:
-            spec = self.layers.over("physics", path if part == "." else path.AppendChild(part))
-            sdf.apply_schemas(spec, "PhysicsCollisionAPI", "PhysicsMeshCollisionAPI")
-            sdf.attribute(spec, "physics:approximation", T.Token, approximation or self.options.mesh_approximation,
-                          uniform=True)
+            self.colliders.author(path, parts, "convexHull" if decompose else None)
 
     def merged_visuals(self, scope: Sdf.Path, link: Link, visuals: list[Shape]) -> None:
         """merge_mesh: one mesh per (shape material, part material) of the link's visual meshes."""
@@ -157,7 +149,8 @@ class Shapes:
                 sdf.bind_material(spec, self.materials.look_for(merged.color, merged.image, f"{link.name}_material",
                                                              merged.texture))
 
-    def _decomposer(self):
+    def decomposer(self):
+        """CoACD, or None (warned about once) when it is not installed."""
         try:
             import coacd  # noqa: PLC0415 - optional extra
         except ImportError:
@@ -180,15 +173,15 @@ class Shapes:
         parts = self.meshes.parts(mesh, scale)
         if decompose:
             parts = self._decompose(parts)
-        part_names: list[str] = []
+        part_names = prototype_part_names(parts)
         materials: list[str | None] = []
-        taken = {"Looks"}
-        for part in parts:
-            part_name = unique_name(part.name, taken)
-            part_names.append(part_name)
+        for part, part_name in zip(parts, part_names):
             has_material = part.color is not None or part.texture is not None or part.image is not None
             materials.append(self.materials.material(part.color, part.texture, part.image,
                                                      f"{Path(mesh).stem}_{part_name}") if has_material else None)
+        if self._restored_geometry:  # named only: the geometry layer's bytes come from the build cache
+            self._prototypes[key] = (path, part_names)
+            return self._prototypes[key]
         if self._deferred is None:
             self._author_prototype(path, parts, part_names, materials)
         else:
@@ -252,11 +245,47 @@ class Shapes:
         return None, lambda data: store.put_entry(key, {_GEOMETRY_FILE: data}, kind="geometry-layer")
 
     def _decompose(self, parts: list[MeshPart]) -> list[MeshPart]:
-        coacd = self._decomposer()
+        coacd = self.decomposer()
         whole = concatenate(parts)
         hulls = coacd.run_coacd(coacd.Mesh(np.asarray(whole.points), np.asarray(whole.faces)), seed=0)
         return [MeshPart(f"hull_{i}", np.asarray(vertices, float), np.asarray(faces, np.int64))
                 for i, (vertices, faces) in enumerate(hulls)]
+
+
+def prototype_part_names(parts: list[MeshPart]) -> list[str]:
+    """The prim names of a prototype's parts (beside its ``Looks``)."""
+    taken = {"Looks"}
+    return [unique_name(part.name, taken) for part in parts]
+
+
+class Colliders:
+    """``CollisionAPI`` (+ ``MeshCollisionAPI``) in the physics layer on the collider prims the shapes
+    author makes: the physics layer's part of the shapes, which needs only the mesh parts' names."""
+
+    def __init__(self, layers: RobotLayers, options, meshes: MeshLibrary):
+        self.layers = layers
+        self.options = options
+        self.meshes = meshes
+
+    def collider(self, path: Sdf.Path, shape: Shape) -> None:
+        """The collider of ``shape`` at ``path`` (a mesh: one per part of its prototype, not decomposed;
+        a decomposed one goes through ``Shapes``)."""
+        g = shape.geometry
+        if g.kind == "mesh":
+            self.author(path, prototype_part_names(self.meshes.parts(g.mesh, g.scale)))
+        else:
+            self.author(path, ["."] if g.kind == "ellipsoid" or g.trimesh is not None else None)
+
+    def author(self, path: Sdf.Path, mesh_parts: list[str] | None = None, approximation: str | None = None) -> None:
+        """CollisionAPI on a primitive, or on each mesh part (+ MeshCollisionAPI approximation)."""
+        if mesh_parts is None:
+            sdf.apply_schemas(self.layers.over("physics", path), "PhysicsCollisionAPI")
+            return
+        for part in mesh_parts:
+            spec = self.layers.over("physics", path if part == "." else path.AppendChild(part))
+            sdf.apply_schemas(spec, "PhysicsCollisionAPI", "PhysicsMeshCollisionAPI")
+            sdf.attribute(spec, "physics:approximation", T.Token, approximation or self.options.mesh_approximation,
+                          uniform=True)
 
 
 def concatenate(parts: list[MeshPart]) -> MeshPart:

@@ -251,7 +251,7 @@ def write_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None)
     path = usd_path.with_name(articulation_cfg_file_name(usd_path.name))
     data = reused("articulation_cfg")
     if data is not None:
-        path.write_bytes(data)
+        path.write_bytes(data[path.name])
     else:
         path.write_text(render_articulation_cfg(usd_path, pose))
     return path

@@ -71,6 +71,14 @@ def _vec3f(values) -> Gf.Vec3f:
     return Gf.Vec3f(*map(float, values))
 
 
+def joint_paths(root: Sdf.Path, robot: Robot, taken: set[str] | None = None) -> dict[str, Sdf.Path]:
+    """Joint name → its prim path under ``<root>/joints`` (names made unique in ``taken``, which keeps
+    them), from the robot model alone: what other layers (robot schema, MuJoCo's data) name."""
+    scope = root.AppendChild("joints")
+    taken = set() if taken is None else taken
+    return {joint.name: scope.AppendChild(unique_name(joint.name, taken)) for joint in robot.joints}
+
+
 class Joints:
     """Writes the joints of ``robot`` between the bodies at ``link_paths`` (link name → prim path)."""
 
@@ -87,8 +95,7 @@ class Joints:
         self.layers.spec("physics", scope, "Scope")
         taken: set[str] = set()
         links = {link.name: link for link in self.robot.links}
-        for joint in self.robot.joints:
-            self.joint_paths[joint.name] = scope.AppendChild(unique_name(joint.name, taken))
+        self.joint_paths.update(joint_paths(self.root, self.robot, taken))
         for joint in self.robot.joints:
             self._joint(self.joint_paths[joint.name], joint, links)
         if self.robot.fixed_base:

@@ -31,22 +31,35 @@ def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str]) -> Iter
         _SCOPE.reset(token)
 
 
-def reused(unit: str) -> bytes | None:
-    """The bytes of ``unit``'s file from the build cache when its key is there, else None."""
+#: Files a unit carries besides its own, by unit: the materials layer's textures (written by the same
+#: authoring pass and named by it), restored with it.
+_COMPANIONS = {"materials": "textures/"}
+
+
+def reused(unit: str) -> dict[str, bytes] | None:
+    """The files of ``unit`` (relative name → bytes: its file, and for materials the texture files it
+    names) from the build cache when its key is there, else None."""
     scope = _SCOPE.get()
     if scope is None or unit not in scope[1]:
         return None
     store, keys, files = scope
     artifact = store.get_entry(keys[unit])
     store.record(f"layer:{unit}", hit=artifact is not None)
-    if artifact is None or set(artifact.files) != {files[unit]}:
+    if artifact is None or files[unit] not in artifact.files or \
+            any(name != files[unit] and not _companion(unit, name) for name in artifact.files):
         return None
-    return artifact.files[files[unit]]
+    return dict(artifact.files)
+
+
+def _companion(unit: str, name: str) -> bool:
+    prefix = _COMPANIONS.get(unit)
+    return prefix is not None and name.startswith(prefix)
 
 
 def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written: dict[str, bytes]) -> None:
-    """Keep each unit's file (``written``: relative name → bytes of the whole output) under its key."""
+    """Keep each unit's files (``written``: relative name → bytes of the whole output) under its key."""
     for unit, key in keys.items():
         name = files[unit]
         if name in written:
-            store.put_entry(key, {name: written[name]}, kind=f"layer:{unit}")
+            own = {other: data for other, data in written.items() if other == name or _companion(unit, other)}
+            store.put_entry(key, own, kind=f"layer:{unit}")

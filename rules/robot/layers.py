@@ -31,24 +31,33 @@ class RobotLayers:
     when layered, the interface layer.
     """
 
-    def __init__(self, root_name: str, out_dir: Path, usd_file_name: str, layered: bool):
+    def __init__(self, root_name: str, out_dir: Path, usd_file_name: str, layered: bool,
+                 restored: dict[str, bytes] | None = None):
         self.root = Sdf.Path.absoluteRootPath.AppendChild(root_name)
         self.layered = layered
         self.main_file = out_dir / usd_file_name
         self.files = {role: (out_dir / relative if layered else self.main_file)
                       for role, relative in ROBOT_LAYER_FILES.items()}
+        #: Role → its file's bytes from the build cache (layered only): that role's author is not called,
+        #: and anything another author puts in its layer lands in a scratch layer that is never saved.
+        self.restored = dict(restored or {}) if layered else {}
         self.layers: dict[str, Sdf.Layer] = {}
         self._stages: dict[str, Usd.Stage] = {}
         for role, file in self.files.items():
             existing = next((layer for r, layer in self.layers.items() if self.files[r] == file), None)
             if existing is None:
                 file.parent.mkdir(parents=True, exist_ok=True)
-                existing = sdf.new_layer(str(file))
+                existing = sdf.new_layer(str(file)) if role not in self.restored else \
+                    _scratch(file.suffix.lstrip("."))
                 if role != "geometry":
                     existing.defaultPrim = root_name
                     sdf.prim(existing, self.root, "Xform" if role == "base" else "",
                              Sdf.SpecifierDef if role == "base" else Sdf.SpecifierOver)
             self.layers[role] = existing
+
+    def authored(self, role: str) -> bool:
+        """Whether ``role``'s layer is authored in this conversion (False: its bytes come from the cache)."""
+        return role not in self.restored
 
     def layer(self, role: str) -> Sdf.Layer:
         """The layer of a role."""
@@ -88,6 +97,7 @@ class RobotLayers:
         self._stages.clear()
         self.layers["base"].GetPrimAtPath(self.root).SetInfo("assetInfo", {"name": name})
         layers = {self.files[role]: layer for role, layer in self.layers.items()}  # one layer per file
+        contents = {**(contents or {}), **{self.files[role]: data for role, data in self.restored.items()}}
         if self.layered:
             layers[self.main_file] = self._interface(name)
         for file, layer in layers.items():
@@ -110,3 +120,8 @@ class RobotLayers:
             Sdf.Payload(relative_asset_path(self.files[role], self.main_file.parent), self.root)
             for role in PAYLOAD_ORDER]
         return interface
+
+
+def _scratch(extension: str) -> Sdf.Layer:
+    """An anonymous layer standing in for a restored one: what lands there is dropped."""
+    return Sdf.Layer.CreateAnonymous(f"scratch.{extension}")

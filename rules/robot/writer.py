@@ -41,8 +41,8 @@ from pxr import Sdf, Usd
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.robot.articulation import author_articulations, author_robot_schema
-from usdforge.rules.robot.geometry import Shapes
-from usdforge.rules.robot.joints import Joints
+from usdforge.rules.robot.geometry import Colliders, Shapes
+from usdforge.rules.robot.joints import Joints, joint_paths
 from usdforge.rules.robot.layer_reuse import reused
 from usdforge.rules.robot.layers import RobotLayers, source_name
 from usdforge.rules.robot.materials import Materials
@@ -51,6 +51,7 @@ from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.model import Frame, Link, Robot
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.usd.stage import unique_name, usd_identifier
+from usdforge.rules.outputs import ROBOT_LAYER_FILES
 from usdforge.schemas.converter_cfgs import COLLISION_TYPES
 
 T = Sdf.ValueTypeNames
@@ -82,22 +83,47 @@ class RobotUsdOptions:
     @classmethod
     def from_cfg(cls, cfg: Any) -> "RobotUsdOptions":
         """The options a URDF or MJCF converter cfg asks for (Isaac Lab's field names)."""
-        return cls(layered=cfg.run_asset_transformer, make_instanceable=cfg.make_instanceable,
-                   mesh_approximation=COLLISION_TYPES[cfg.collision_type],
-                   decompose=cfg.collision_type == "Convex Decomposition", self_collision=cfg.self_collision,
-                   merge_mesh=cfg.merge_mesh, robot_type=cfg.robot_type)
+        seen = UnitOptions(cfg)
+        return cls(**{field.name: getattr(seen, field.name) for field in attrs.fields(cls)})
+
+
+class UnitOptions:
+    """``RobotUsdOptions`` read from a converter cfg as one layer's author sees it: given a
+    ``rules.robot.layer_fields.FieldView``, reading an option whose cfg field the layer does not declare
+    raises ``UndeclaredField``, so an author can only depend on what keys its layer's reuse."""
+
+    def __init__(self, cfg: Any):
+        self._cfg = cfg
+
+    layered = property(lambda self: self._cfg.run_asset_transformer)
+    make_instanceable = property(lambda self: self._cfg.make_instanceable)
+    mesh_approximation = property(lambda self: COLLISION_TYPES[self._cfg.collision_type])
+    decompose = property(lambda self: self._cfg.collision_type == "Convex Decomposition")
+    self_collision = property(lambda self: self._cfg.self_collision)
+    merge_mesh = property(lambda self: self._cfg.merge_mesh)
+    robot_type = property(lambda self: self._cfg.robot_type)
+
+
+def unit_options(cfg: Any, kind: str) -> Callable[[str], UnitOptions]:
+    """Role → the options its author sees: ``cfg`` through that layer's ``FieldView``."""
+    from usdforge.rules.robot.layer_fields import view
+
+    return lambda role: UnitOptions(view(cfg, kind, role))
 
 
 def write_robot(robot: Robot, out_dir: Path, usd_file_name: str, options: RobotUsdOptions = RobotUsdOptions(),
                 meshes: MeshLibrary | None = None,
-                author_extra: Callable[[RobotUsdContext], None] | None = None) -> list[Path]:
+                author_extra: Callable[[RobotUsdContext], None] | None = None,
+                views: Callable[[str], UnitOptions] | None = None) -> list[Path]:
     """Write ``robot`` into ``out_dir`` (main file ``usd_file_name``); return every file written.
 
     author_extra: called once everything of ``robot`` is authored and before the layers are saved, with a
         ``RobotUsdContext``: a format's own data (MJCF actuators, tendons …) goes into the same layers.
+    views: role → the options that layer's author sees (``unit_options``: the cfg through the layer's
+        declared fields); None: every author sees ``options``.
     """
     return _RobotWriter(robot, Path(out_dir), usd_file_name, options, meshes or MeshLibrary(),
-                        author_extra=author_extra).write()
+                        author_extra=author_extra, views=views).write()
 
 
 class RobotUsdContext:
@@ -135,51 +161,95 @@ class RobotUsdContext:
 
 
 class _RobotWriter:
-    """One robot being written: its bodies here, the rest by ``Shapes``, ``Materials``, ``Joints`` and
-    ``author_articulations``, all into the same ``RobotLayers``."""
+    """One robot being written, one author per layer into the same ``RobotLayers``: base (bodies, frames,
+    robot schema), the shapes (instances, with the materials and geometry they name), physics (bodies'
+    mass, colliders, joints, articulation roots), physx, newton and mujoco (the joints' engine attributes,
+    PhysX's articulation settings). Each author sees the options through its own layer's view (``views``).
+
+    Inside a conversion with layer reuse (``rules.robot.layer_reuse``), a layer whose key is in the build
+    cache is restored and its author is not called; what a still-called author writes into it (the joint
+    pass writes every engine layer) goes to a scratch layer. Names and paths that several layers share
+    (bodies, joints) come from the robot model, never from another layer."""
 
     def __init__(self, robot: Robot, out_dir: Path, usd_file_name: str, options: RobotUsdOptions,
-                 meshes: MeshLibrary, author_extra: Callable[[RobotUsdContext], None] | None = None):
+                 meshes: MeshLibrary, author_extra: Callable[[RobotUsdContext], None] | None = None,
+                 views: Callable[[str], UnitOptions] | None = None):
         self.author_extra = author_extra
         self.robot = robot
         self.options = options
-        self.layers = RobotLayers(usd_identifier(robot.name), out_dir, usd_file_name, options.layered)
+        self.views: Callable[[str], Any] = views or (lambda role: options)
+        self.restored = _restored(options.layered)
+        self.layers = RobotLayers(usd_identifier(robot.name), out_dir, usd_file_name, options.layered,
+                                  {role: files[name] for role, (name, files) in self.restored.items()})
         self.root = self.layers.root
         self.materials = Materials(self.layers, out_dir)
-        self.shapes = Shapes(self.layers, options, meshes, self.materials, robot.source)
+        self.shapes = Shapes(self.layers, self.views("instances"), meshes, self.materials, robot.source,
+                             geometry=not self.layers.authored("geometry"))
         self.link_paths: dict[str, Sdf.Path] = {}
         self.joint_paths: dict[str, Sdf.Path] = {}
         self._root_children: set[str] = {"joints", "Looks"}
 
     def write(self) -> list[Path]:
-        base_root = self.layers.spec("base", self.root, "Xform")
-        source_name(base_root, self.robot.name)
-        sdf.custom_attributes(base_root, self.robot.custom)
+        authored = self.layers.authored
         taken_frames = self._root_children
         for link in self.robot.links:
             self.link_paths[link.name] = self.root.AppendChild(unique_name(link.name, taken_frames))
-        for frame in self.robot.frames:
-            self._frame(self.root, frame, taken_frames)
+        if authored("base"):
+            self._base(taken_frames)
+        # A collider decomposed into convex parts is named by the decomposition: the shapes author runs.
+        shapes = any(authored(role) for role in ("instances", "materials", "geometry")) or \
+            (authored("physics") and self.views("physics").decompose and self.shapes.decomposer() is not None)
         for link in self.robot.links:
-            self._link(link)
-        self.joint_paths.update(Joints(self.layers, self.robot, self.link_paths).write())
-        author_articulations(self.layers, self.robot, self.link_paths, self.options.self_collision)
-        if self.options.robot_type is not None:
-            author_robot_schema(base_root, self.options.robot_type, self.robot, self.link_paths, self.joint_paths)
+            if shapes:
+                self._shapes(link)
+            elif authored("physics"):
+                self._colliders(link)
+            self._body(link, authored("physics"))
+        if any(authored(role) for role in ("physics", "physx", "newton", "mujoco")):
+            self.joint_paths.update(Joints(self.layers, self.robot, self.link_paths).write())
+        else:
+            self.joint_paths.update(joint_paths(self.root, self.robot))
+        if authored("physics") or authored("physx"):
+            author_articulations(self.layers, self.robot, self.link_paths,
+                                 lambda: self.views("physx").self_collision)
+        if authored("base") and self.views("base").robot_type is not None:
+            author_robot_schema(self.layers.layer("base").GetPrimAtPath(self.root), self.views("base").robot_type,
+                                self.robot, self.link_paths, self.joint_paths)
         if self.author_extra is not None:
             self.author_extra(RobotUsdContext(self))
         cached_geometry, store_geometry = self.shapes.geometry_layer()
         geometry_file = self.layers.files["geometry"]
         contents = {geometry_file: cached_geometry} if cached_geometry else {}
-        if self.layers.layered:  # layers whose key is in the build cache (rules.robot.layer_reuse)
-            for role, file in self.layers.files.items():
-                data = reused(role) if role != "geometry" else None
-                if data is not None:
-                    contents[file] = data
         written = self.layers.save(self.robot.name, contents or None)
         if store_geometry is not None:
             store_geometry(geometry_file.read_bytes())
+        if "materials" in self.restored:  # the textures the restored materials layer names
+            name, files = self.restored["materials"]
+            out_dir = self.layers.main_file.parent
+            for other, data in files.items():
+                path = out_dir / other
+                if other != name and path not in self.materials.files:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                    self.materials.files.append(path)
         return written + self.materials.files
+
+    def _base(self, taken_frames: set[str]) -> None:
+        """The base layer's author: the robot's Xform, its frames and every body at its rest pose."""
+        base_root = self.layers.spec("base", self.root, "Xform")
+        source_name(base_root, self.robot.name)
+        sdf.custom_attributes(base_root, self.robot.custom)
+        for frame in self.robot.frames:
+            self._frame(self.root, frame, taken_frames)
+        for link in self.robot.links:
+            path = self.link_paths[link.name]
+            spec = self.layers.spec("base", path, "Xform")
+            sdf.xform(spec, link.pose)
+            source_name(spec, link.name)
+            sdf.custom_attributes(spec, link.custom)
+            taken = {"visuals", "collisions"}
+            for frame in link.frames:
+                self._frame(path, frame, taken)
 
     def _frame(self, parent: Sdf.Path, frame: Frame, taken: set[str]) -> None:
         spec = self.layers.spec("base", parent.AppendChild(unique_name(frame.name, taken)), "Xform")
@@ -187,21 +257,16 @@ class _RobotWriter:
         source_name(spec, frame.name)
         sdf.custom_attributes(spec, frame.custom)
 
-    def _link(self, link: Link) -> None:
+    def _shapes(self, link: Link) -> None:
+        """The shapes author (instances, and the materials and prototypes they name; colliders'
+        ``CollisionAPI`` into physics) for one link."""
         path = self.link_paths[link.name]
-        spec = self.layers.spec("base", path, "Xform")
-        sdf.xform(spec, link.pose)
-        source_name(spec, link.name)
-        sdf.custom_attributes(spec, link.custom)
-        taken = {"visuals", "collisions"}
-        for frame in link.frames:
-            self._frame(path, frame, taken)
         visuals = [s for s in link.shapes if not s.collision]
         collisions = [s for s in link.shapes if s.collision]
         if visuals:
             scope = path.AppendChild("visuals")
             self.layers.spec("instances", scope, "Xform")
-            if self.options.merge_mesh:
+            if self.shapes.options.merge_mesh:
                 self.shapes.merged_visuals(scope, link, visuals)
             else:
                 names: set[str] = set()
@@ -213,13 +278,40 @@ class _RobotWriter:
             names = set()
             for shape in collisions:
                 self.shapes.shape(scope.AppendChild(unique_name(shape.name, names)), shape)
-        physics = self.layers.over("physics", path)
-        sdf.apply_schemas(physics, "PhysicsRigidBodyAPI")
-        if link.kinematic:
-            sdf.attribute(physics, "physics:kinematicEnabled", T.Bool, True)
+
+    def _colliders(self, link: Link) -> None:
+        """The physics author's part of one link's shapes, when the shapes are restored: ``CollisionAPI``
+        on each collider, at the paths the shapes author gives them."""
+        scope = self.link_paths[link.name].AppendChild("collisions")
+        names: set[str] = set()
+        colliders = Colliders(self.layers, self.views("physics"), self.shapes.meshes)
+        for shape in (s for s in link.shapes if s.collision):
+            colliders.collider(scope.AppendChild(unique_name(shape.name, names)), shape)
+
+    def _body(self, link: Link, physics: bool) -> None:
+        """The physics author's rigid body and mass of one link (a massless one warned about either way)."""
         inertial = link.inertial
         if inertial is None or inertial.mass <= 0.0:
             warn(self.robot.source, "body without mass given the placeholder mass "
                  f"{placeholder_inertial().mass:g} kg (UsdPhysics forbids 0)", f"link '{link.name}'")
             inertial = placeholder_inertial()
-        sdf.mass(physics, inertial.mass, inertial.center_of_mass, inertial.inertia)
+        if not physics:
+            return
+        spec = self.layers.over("physics", self.link_paths[link.name])
+        sdf.apply_schemas(spec, "PhysicsRigidBodyAPI")
+        if link.kinematic:
+            sdf.attribute(spec, "physics:kinematicEnabled", T.Bool, True)
+        sdf.mass(spec, inertial.mass, inertial.center_of_mass, inertial.inertia)
+
+
+def _restored(layered: bool) -> dict[str, tuple[str, dict[str, bytes]]]:
+    """Role → (its file's relative name, the unit's files) for each layer the build cache holds under
+    its key (``rules.robot.layer_reuse``); empty outside a conversion with layer reuse."""
+    if not layered:
+        return {}
+    found = {}
+    for role, name in ROBOT_LAYER_FILES.items():
+        files = reused(role)
+        if files is not None:
+            found[role] = (name, files)
+    return found

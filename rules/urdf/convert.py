@@ -27,7 +27,7 @@ from usdforge.rules.robot.isaaclab_cfg import write_articulation_cfg
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.merge import merge_fixed_joints, owner_of
 from usdforge.rules.robot.model import Geometry, Link, Robot, Shape
-from usdforge.rules.robot.writer import RobotUsdOptions, write_robot
+from usdforge.rules.robot.writer import RobotUsdOptions, unit_options, write_robot
 from usdforge.rules.urdf.drives import apply_joint_drives
 from usdforge.rules.urdf.read import read_urdf
 from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
@@ -196,7 +196,7 @@ def convert(cfg: UrdfConverterCfg, out_dir: Path) -> list[Path]:
     robot = robot_from_urdf(cfg, meshes)
     usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
     options = RobotUsdOptions.from_cfg(cfg)
-    written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes)
+    written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes, views=unit_options(cfg, "urdf"))
     if cfg.articulation_cfg:
         written.append(write_articulation_cfg(Path(out_dir) / usd_file_name))
     return written
