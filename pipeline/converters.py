@@ -199,12 +199,12 @@ class AssetConverterBase:
             unit_names = unit_files(self._usd_file_name)
             reuse = store if use_cache else None
             with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned, \
-                    intermediate_scope(reuse, source), layer_scope(reuse, units, unit_names):
+                    intermediate_scope(reuse, source), layer_scope(reuse, units, unit_names) as restored:
                 written = rule(self.kind).convert(self.cfg, staging)
             stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
                 files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
-                store_units(store, units, unit_names, files)
+                store_units(store, units, unit_names, files, restored)
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
                                       "element": w.element, "line": w.line, **({"note": True} if is_note(w) else {})}
                                      for w in warned]}

@@ -17,16 +17,19 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Iterator
 
-_SCOPE: ContextVar[tuple[Any, dict[str, str], dict[str, str]] | None] = ContextVar("usdforge_layers", default=None)
+_SCOPE: ContextVar[tuple[Any, dict[str, str], dict[str, str], set[str]] | None] = \
+    ContextVar("usdforge_layers", default=None)
 
 
 @contextmanager
-def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str]) -> Iterator[None]:
+def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str]) -> Iterator[set[str]]:
     """Within the block, ``reused`` looks units up in ``store``: keys {unit: key}, files {unit: the
-    unit's file, relative to the output folder}. store None: no reuse."""
-    token = _SCOPE.set(None if store is None else (store, keys, files))
+    unit's file, relative to the output folder}. store None: no reuse. Yields the set of units restored
+    from the cache (filled as the block runs: ``store_units`` need not store them again)."""
+    restored: set[str] = set()
+    token = _SCOPE.set(None if store is None else (store, keys, files, restored))
     try:
-        yield
+        yield restored
     finally:
         _SCOPE.reset(token)
 
@@ -42,12 +45,13 @@ def reused(unit: str) -> dict[str, bytes] | None:
     scope = _SCOPE.get()
     if scope is None or unit not in scope[1]:
         return None
-    store, keys, files = scope
+    store, keys, files, restored = scope
     artifact = store.get_entry(keys[unit])
     store.record(f"layer:{unit}", hit=artifact is not None)
     if artifact is None or files[unit] not in artifact.files or \
             any(name != files[unit] and not _companion(unit, name) for name in artifact.files):
         return None
+    restored.add(unit)
     return dict(artifact.files)
 
 
@@ -56,10 +60,12 @@ def _companion(unit: str, name: str) -> bool:
     return prefix is not None and name.startswith(prefix)
 
 
-def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written: dict[str, bytes]) -> None:
-    """Keep each unit's files (``written``: relative name → bytes of the whole output) under its key."""
+def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written: dict[str, bytes],
+                restored: set[str] = frozenset()) -> None:
+    """Keep each unit's files (``written``: relative name → bytes of the whole output) under its key;
+    units in ``restored`` came from there."""
     for unit, key in keys.items():
         name = files[unit]
-        if name in written:
+        if name in written and unit not in restored:
             own = {other: data for other, data in written.items() if other == name or _companion(unit, other)}
             store.put_entry(key, own, kind=f"layer:{unit}")
