@@ -10,8 +10,11 @@ materials, physics, physx, newton, mujoco), the interface layer ``<stem>.usda`` 
 ``FIELD_UNITS``. A unit's reuse key is built through a ``FieldView`` of the cfg that holds only its
 declared fields (``UndeclaredField`` on any other): the key holds every declared field and nothing else.
 
-The authoring code itself still reads the whole cfg (one pass writes every layer), so the declarations
-are proven by tests rather than by the view: tests/test_layer_fields.py changes every field of every
+Each layer's author in ``rules.robot.writer`` reads its options through the same view
+(``writer.unit_options``), so an author that reads a field its layer does not declare fails with
+``UndeclaredField``. What still reads the whole cfg: the URDF model rules (``rules.urdf.convert.apply_cfg``)
+and MJCF's own authoring callback (``rules.mjcf.convert``), which run before or beside the authors; for
+them the declarations are proven by tests: tests/test_layer_fields.py changes every field of every
 converter cfg to another valid value and checks that only declaring units change bytes, that each unit
 keeps its bytes when every field it does not declare changes at once, and that rebuilds (one edit, or
 edits accumulated in one folder) equal cold conversions; bench/differential.py edits robot cfgs among its
