@@ -202,7 +202,9 @@ class _RobotWriter:
         for link in self.robot.links:
             if shapes:
                 self._shapes(link)
-            elif authored("physics"):
+            elif authored("physics") or self.author_extra is not None:
+                # The callback finds the colliders' prims in the physics layer (MJCF's contacts), a scratch
+                # one when physics is restored.
                 self._colliders(link)
             self._body(link, authored("physics"))
         if any(authored(role) for role in ("physics", "physx", "newton", "mujoco")):
