@@ -112,7 +112,7 @@ class Shapes:
     def _mesh_shape(self, path: Sdf.Path, shape: Shape) -> None:
         g = shape.geometry
         decompose = shape.collision and self.options.mesh_approximation == "convexDecomposition" \
-            and self.options.decompose and self.decomposer() is not None
+            and self.options.decompose and self._decomposer() is not None
         prototype, parts = self._prototype(g.mesh, g.scale, decompose)
         spec = self.layers.spec("instances", path, "Xform")
         sdf.xform(spec, shape.pose)
@@ -149,8 +149,7 @@ class Shapes:
                 sdf.bind_material(spec, self.materials.look_for(merged.color, merged.image, f"{link.name}_material",
                                                              merged.texture))
 
-    def decomposer(self):
-        """CoACD, or None (warned about once) when it is not installed."""
+    def _decomposer(self):
         try:
             import coacd  # noqa: PLC0415 - optional extra
         except ImportError:
@@ -245,7 +244,7 @@ class Shapes:
         return None, lambda data: store.put_entry(key, {_GEOMETRY_FILE: data}, kind="geometry-layer")
 
     def _decompose(self, parts: list[MeshPart]) -> list[MeshPart]:
-        coacd = self.decomposer()
+        coacd = self._decomposer()
         whole = concatenate(parts)
         hulls = coacd.run_coacd(coacd.Mesh(np.asarray(whole.points), np.asarray(whole.faces)), seed=0)
         return [MeshPart(f"hull_{i}", np.asarray(vertices, float), np.asarray(faces, np.int64))

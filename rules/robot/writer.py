@@ -188,6 +188,7 @@ class _RobotWriter:
         self.link_paths: dict[str, Sdf.Path] = {}
         self.joint_paths: dict[str, Sdf.Path] = {}
         self._root_children: set[str] = {"joints", "Looks"}
+        self._colliders_author: Colliders | None = None
 
     def write(self) -> list[Path]:
         authored = self.layers.authored
@@ -196,9 +197,10 @@ class _RobotWriter:
             self.link_paths[link.name] = self.root.AppendChild(unique_name(link.name, taken_frames))
         if authored("base"):
             self._base(taken_frames)
-        # A collider decomposed into convex parts is named by the decomposition: the shapes author runs.
+        # A collider decomposed into convex parts is named by the decomposition (and CoACD missing is
+        # warned about where the shapes meet it): the shapes author runs.
         shapes = any(authored(role) for role in ("instances", "materials", "geometry")) or \
-            (authored("physics") and self.views("physics").decompose and self.shapes.decomposer() is not None)
+            (authored("physics") and self.views("physics").decompose)
         for link in self.robot.links:
             if shapes:
                 self._shapes(link)
@@ -286,9 +288,10 @@ class _RobotWriter:
         on each collider, at the paths the shapes author gives them."""
         scope = self.link_paths[link.name].AppendChild("collisions")
         names: set[str] = set()
-        colliders = Colliders(self.layers, self.views("physics"), self.shapes.meshes)
+        if self._colliders_author is None:
+            self._colliders_author = Colliders(self.layers, self.views("physics"), self.shapes.meshes)
         for shape in (s for s in link.shapes if s.collision):
-            colliders.collider(scope.AppendChild(unique_name(shape.name, names)), shape)
+            self._colliders_author.collider(scope.AppendChild(unique_name(shape.name, names)), shape)
 
     def _body(self, link: Link, physics: bool) -> None:
         """The physics author's rigid body and mass of one link (a massless one warned about either way)."""
