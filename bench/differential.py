@@ -30,13 +30,16 @@ its packages', its allowed roots' top-level folders: a conversion reads nothing 
 Each Hypothesis example starts from a fresh checkout and runs up to ``--example-steps`` steps; examples
 run until ``--steps`` steps in all. The seed of each run is printed; a divergence prints the seed and
 the step sequence of the failing example (with ``--shrink``, Hypothesis's minimal one), and exits 1.
-``--json``: a summary.
+A run during which the checkout's code changed (an edit, a checkout) is void and exits 2: its builds in
+fresh processes ran other code than its clean builds, and the conversion records' ``cache_key`` (which
+hashes the code) differs. ``--json``: a summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -234,6 +237,41 @@ class Divergence(AssertionError):
     """An incremental build that differs from the clean build of the same state (the message says where)."""
 
 
+class CodeChanged(RuntimeError):
+    """The tester's own checkout changed while it ran: its clean builds (this process, the code it
+    imported) and its builds in fresh processes (the code on disk) no longer run the same code, and the
+    outputs differ in the conversion record's ``cache_key`` (it hashes the code). Not a divergence of the
+    code under test: the run is void."""
+
+
+#: ``code_on_disk`` when the run started (``run`` sets it).
+_CODE_AT_START: list[Any] = []
+
+
+@functools.cache
+def _code_files() -> list[Path]:
+    from usdforge.pipeline.code_version import code_files
+
+    return list(code_files())
+
+
+def code_on_disk() -> list[Any]:
+    """The stat stamps (size, modification and change times, inode) of the files the conversion record's
+    code stamp hashes (``pipeline.code_version.code_files``), as they are now: any edit, checkout or pull
+    changes one (a few stat calls per step, where hashing them again would take 6 ms)."""
+    from usdforge.pipeline.fingerprint import file_stamp
+
+    return [(str(path), file_stamp(path)) for path in _code_files()]
+
+
+def check_code_unchanged() -> None:
+    """Raise ``CodeChanged`` when the checkout's code is no longer what it was when the run started."""
+    if _CODE_AT_START and code_on_disk() != _CODE_AT_START[0]:
+        raise CodeChanged("the checkout's code changed while the tester ran (an edit, a checkout, a pull): "
+                          "builds in fresh processes run other code than the clean builds; the run is void, "
+                          "run it again on a checkout nobody edits")
+
+
 class IncrementalBuilds(RuleBasedStateMachine):
     """The state machine: a checkout (``self.work``), its manifests, and the steps of the module docstring."""
 
@@ -263,13 +301,15 @@ class IncrementalBuilds(RuleBasedStateMachine):
         return sorted(p for p in self.lib.rglob("*") if p.is_file() and p.name not in MANIFESTS)
 
     def note(self, text: str) -> None:
-        type(self).log.append(text)
-        type(self).kinds[text.split(" ")[0]] = type(self).kinds.get(text.split(" ")[0], 0) + 1
+        # On IncrementalBuilds itself, whatever the subclass running: ``run`` reports them from there.
+        IncrementalBuilds.log.append(text)
+        IncrementalBuilds.kinds[text.split(" ")[0]] = IncrementalBuilds.kinds.get(text.split(" ")[0], 0) + 1
 
     def build_and_compare(self, fresh_process: bool = False) -> None:
         IncrementalBuilds.steps += 1
         manifest = self.lib / self.current
         code, failed, text = doit_convert(self.work, manifest, fresh_process)
+        check_code_unchanged()
         entries = self.manifests[self.current]
         for name in entries:
             expected = self.oracle.clean(self.lib, self.current, name)
@@ -294,7 +334,7 @@ class IncrementalBuilds(RuleBasedStateMachine):
         (self.work / "build").mkdir()
         self.manifests = make_checkout(self.work)
         self.write_manifests()
-        type(self).log = []  # the steps of this example only
+        IncrementalBuilds.log = []  # the steps of this example only
         self.note("fresh checkout")
         self.build_and_compare()
 
@@ -539,6 +579,7 @@ def run(steps: int, seed: int, example_steps: int, base: Path, shrink: bool = Fa
     started = time.perf_counter()
     seeds = []
     divergence = None
+    _CODE_AT_START[:] = [code_on_disk()]
     while IncrementalBuilds.steps < steps and divergence is None:
         current = seed + len(seeds)
         seeds.append(current)
@@ -555,7 +596,14 @@ def run(steps: int, seed: int, example_steps: int, base: Path, shrink: bool = Fa
         except Exception as exc:  # noqa: BLE001 - a divergence (or a crash of the tester) is reported whole
             divergence = {"seed": current, "error": f"{type(exc).__name__}: {exc}",
                           "steps": list(IncrementalBuilds.log)}
-    return {"steps": IncrementalBuilds.steps, "seeds": seeds, "divergences": 0 if divergence is None else 1,
+        # Checked after any failure: Hypothesis replays a failing example, so a code change shows as a
+        # CodeChanged, a FlakyStrategyDefinition (the replay failed earlier) or a divergence of the first
+        # entry's conversion record (its cache_key), whichever the replay met first.
+        if code_on_disk() != _CODE_AT_START[0]:
+            divergence = {"seed": current, "void": True, "steps": [],
+                          "error": f"what the run met: {divergence['error'] if divergence else 'no divergence'}"}
+    return {"steps": IncrementalBuilds.steps, "seeds": seeds,
+            "divergences": 0 if divergence is None or divergence.get("void") else 1,
             "divergence": divergence, "clean_builds": IncrementalBuilds.oracle.runs,
             "kinds": dict(sorted(IncrementalBuilds.kinds.items())),
             "seconds": round(time.perf_counter() - started, 1)}
@@ -581,6 +629,11 @@ def main() -> None:
         print(f"differential: {summary['steps']} steps, seeds {summary['seeds'][0]}..{summary['seeds'][-1]}, "
               f"{summary['divergences']} divergence(s), {summary['clean_builds']} clean builds, "
               f"{summary['seconds']} s\nsteps by kind: {summary['kinds']}")
+    if summary["divergence"] and summary["divergence"].get("void"):
+        print(f"VOID at seed {summary['divergence']['seed']}: the checkout's code changed while the tester ran "
+              f"(builds in fresh processes ran other code than the clean builds); run it again on a checkout "
+              f"nobody edits ({summary['divergence']['error']})", file=sys.stderr)
+        sys.exit(2)
     if summary["divergence"]:
         d = summary["divergence"]
         print(f"DIVERGENCE at seed {d['seed']}: {d['error']}\nsteps:\n  " + "\n  ".join(d["steps"]), file=sys.stderr)
