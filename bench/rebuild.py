@@ -15,7 +15,9 @@ Each figure is the fastest of ``--repeat`` runs (default 2), each with a fresh c
 (imports excluded). Beside them, what bounds any cfg-only rebuild that still reads its source: ``read``,
 the part of the cfg-only rebuild spent reading the source into the robot model (URDF: ``robot_from_urdf``;
 MJCF: loading the cached compiled model and reading bodies, geoms and drives), and ``floor`` = (read +
-restore) / cold: even a rebuild that re-authored only the layers an edit touches would cost that much. Every rebuilt or restored output is checked byte for byte against a conversion of the
+restore) / cold: even a rebuild that re-authored only the layers an edit touches would cost that much;
+``compile``, the part of ``read`` spent in MuJoCo's compile (``MjSpec.compile``, MJCF): what a cached,
+cfg-independent MJCF intermediate without mesh arrays would save. Every rebuilt or restored output is checked byte for byte against a conversion of the
 same inputs with the cache off (the sidecar ``*.usdforge.toml`` aside: it names its own folder). Targets
 on the median: cfg-only ≤ 20 % of cold, restore ≤ 5 % of cold.
 """
@@ -104,10 +106,13 @@ READERS = {"usdforge.rules.urdf.convert": ("robot_from_urdf",),
 
 @contextmanager
 def reading_time():
-    """Within the block, the seconds spent in ``READERS`` (a one-item list, filled as the block ends)."""
+    """Within the block, [seconds spent in ``READERS``, of which in ``MjSpec.compile``] (filled as the block
+    ends)."""
     import importlib
 
-    spent = [0.0]
+    import mujoco
+
+    spent = [0.0, 0.0]
     saved = []
     for module_name, names in READERS.items():
         module = importlib.import_module(module_name)
@@ -123,6 +128,17 @@ def reading_time():
 
             saved.append((module, name, original))
             setattr(module, name, timed)
+    compile_spec = mujoco.MjSpec.compile
+
+    def timed_compile(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return compile_spec(*args, **kwargs)
+        finally:
+            spent[1] += time.perf_counter() - start
+
+    saved.append((mujoco.MjSpec, "compile", compile_spec))
+    mujoco.MjSpec.compile = timed_compile
     try:
         yield spent
     finally:
@@ -158,7 +174,7 @@ def run_model(entry: dict, work: Path) -> dict[str, float | bool]:
         with reading_time() as spent:
             times[edit], rebuilt = convert(a[edit], out, store)
         if edit == "cfg":
-            times["read"] = spent[0]
+            times["read"], times["compile"] = spent
         assert rebuilt.converted and not rebuilt.restored
         convert(a[edit], work / f"reference-{edit}", False)
         identical &= same(out, work / f"reference-{edit}")
@@ -188,18 +204,20 @@ def main() -> None:
                 work = Path(scratch) / f"{entry['name']}-{repeat}"
                 runs.append(run_model(entry, work))
                 shutil.rmtree(work, ignore_errors=True)
-            best = {k: min(r[k] for r in runs) for k in ("cold", "cfg", "physx", "geometry", "restore", "read")}
+            best = {k: min(r[k] for r in runs) for k in ("cold", "cfg", "physx", "geometry", "restore", "read",
+                                                        "compile")}
             rows.append({"name": entry["name"], "format": entry["format"], **best,
                          "identical": all(r["identical"] for r in runs)})
             print(f"  {entry['name']}: done", file=sys.stderr, flush=True)
     print(f"{'model':<20} {'fmt':<5} {'cold ms':>8} {'cfg-only ms':>12} {'%':>5} {'physx ms':>9} {'%':>5} "
-          f"{'geometry ms':>12} {'%':>5} {'restore ms':>11} {'%':>5} {'read ms':>8} {'floor %':>8}  identical")
+          f"{'geometry ms':>12} {'%':>5} {'restore ms':>11} {'%':>5} {'read ms':>8} {'compile ms':>11} {'floor %':>8}  "
+          f"identical")
     for row in rows:
         c = row["cold"]
         print(f"{row['name']:<20} {row['format']:<5} {1e3 * c:8.1f} {1e3 * row['cfg']:12.1f} {100 * row['cfg'] / c:5.0f} "
               f"{1e3 * row['physx']:9.1f} {100 * row['physx'] / c:5.0f} "
               f"{1e3 * row['geometry']:12.1f} {100 * row['geometry'] / c:5.0f} {1e3 * row['restore']:11.1f} "
-              f"{100 * row['restore'] / c:5.0f} {1e3 * row['read']:8.1f} "
+              f"{100 * row['restore'] / c:5.0f} {1e3 * row['read']:8.1f} {1e3 * row['compile']:11.1f} "
               f"{100 * (row['read'] + row['restore']) / c:8.0f}  {'yes' if row['identical'] else 'NO'}")
     cfg_ratio = statistics.median(r["cfg"] / r["cold"] for r in rows)
     geometry_ratio = statistics.median(r["geometry"] / r["cold"] for r in rows)
