@@ -215,6 +215,8 @@ def _header(path: Path) -> tuple[str | None, int]:
     try:
         with _opened(Image, path, quiet=True) as image:
             problem = _size_problem(image)
+            if image.format in _VERIFIED_FORMATS:
+                return problem, 0  # checked without decoding (``_image_problem``): no texels in memory
             sample = 4 if image.mode in ("I", "F") else 2 if "16" in image.mode else 1
             return problem, image.width * image.height * max(1, len(image.getbands())) * sample
     except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
@@ -258,20 +260,44 @@ def _pillow():
 
 
 def open_texture(path: Path):
-    """``PIL.Image.open(path)`` within the texture pixel limit, not decoded yet (trimesh's COLLADA reader
-    opens a material's image so; the reference checks decoded it once already)."""
-    return _pillow().open(path)
+    """``PIL.Image.open(path)`` within the texture pixel limit, decoded (``decoded_texture``)."""
+    return decoded_texture(_pillow().open(path), path)
+
+
+def decoded_texture(image, source: Path):
+    """``image`` (a PIL image a mesh reader opened from ``source`` or a file it names) decoded now, or a
+    ConversionError naming ``source``: the reference checks verify a PNG without inflating its pixels
+    (``_VERIFIED_FORMATS``), so an image written into the output is decoded here, where a failure is
+    the user's one-line error rather than a traceback from the writer."""
+    try:
+        image.load()
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
+        raise ConversionError(source, f"texture is not an image ({_pillow_problem(_pillow(), exc)})") from None
+    return image
+
+
+#: Formats whose integrity Pillow checks without decoding (``Image.verify``): a PNG's every chunk, each
+#: with its CRC, through IEND. A truncated or damaged file (a flipped byte, a cut download, text renamed
+#: .png) fails as a decode would, at about a hundredth of the cost (ANYmal C's 19 2048² atlases: 5 ms
+#: against 0.8 s of CPU, a first conversion's largest step). What it does not do is inflate the pixels:
+#: a file made to carry a valid CRC over a broken zlib stream passes, and shows as a missing texture in
+#: a renderer. Other formats (JPEG, TGA, BMP …), for which Pillow has no such check, are decoded.
+_VERIFIED_FORMATS = frozenset({"PNG"})
 
 
 def _image_problem(path: Path, quiet: bool = True) -> str | None:
-    """Why ``path`` cannot be decoded as an image by Pillow (within ``MAX_TEXTURE_PIXELS``), or None."""
+    """Why ``path`` is not an image Pillow reads (within ``MAX_TEXTURE_PIXELS``), or None: decoded, or
+    for a ``_VERIFIED_FORMATS`` file, checked by Pillow's ``verify``."""
     Image = _pillow()
     try:
         with _opened(Image, path, quiet) as image:
             problem = _size_problem(image)
             if problem is not None:
                 return problem
-            image.load()
+            if image.format in _VERIFIED_FORMATS:
+                image.verify()
+            else:
+                image.load()
     except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
         return _pillow_problem(Image, exc)
     return None
@@ -289,7 +315,7 @@ def _decoded_verdict(path: Path) -> tuple[object, str] | None:
     sha = digest(path)
     if len(sha) != 64:  # "missing", "unreadable": decode (and report) as without a cache
         return None
-    payload = f"texture-decoded;sha256={sha};pillow={_pillow_version()};max_pixels={MAX_TEXTURE_PIXELS}"
+    payload = f"texture-decoded;check=verify-png;sha256={sha};pillow={_pillow_version()};max_pixels={MAX_TEXTURE_PIXELS}"
     return store, hashlib.sha256(payload.encode()).hexdigest()
 
 

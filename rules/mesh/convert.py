@@ -20,7 +20,8 @@ from pxr import Sdf, Usd, UsdGeom, UsdPhysics
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.usd.finite import names_the_asset
-from usdforge.rules.files import MAX_FILE_BYTES, Reference, check_model_file, check_references, model_roots
+from usdforge.rules.files import (MAX_FILE_BYTES, Reference, check_model_file, check_references, decoded_texture,
+                                  model_roots)
 from usdforge.rules.mesh.references import mesh_references
 from usdforge.rules.mesh.read import MeshPart, combined_mesh, load_parts
 from usdforge.rules.outputs import instanceable_meshes_path
@@ -106,6 +107,10 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     asset = Path(cfg.asset_path)
     check_mesh_files(asset, cfg.allowed_roots)
     parts = load_parts(asset)
+    for part in parts:  # decoded before anything is written: the reference checks verify a PNG, no more
+        image = material_of(part.mesh)[1]
+        if image is not None:
+            decoded_texture(image, asset)
     usd_path = out_dir / cfg.usd_file_name
     usd_path.parent.mkdir(parents=True, exist_ok=True)
     stage, root = new_stage(asset.stem, usd_path)

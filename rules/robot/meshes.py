@@ -103,13 +103,17 @@ def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
                          normal_indices=normal_indices, uv=uv)
 
 
-def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> MeshPart:
-    """A part of a mesh as trimesh reads it without processing, welded to one point per position: the
-    file's normals and UVs become face-varying, so welding loses none of them. Per-vertex colours keep the
-    vertices as they are."""
+def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray, source: Path) -> MeshPart:
+    """A part of a mesh as trimesh reads it from ``source`` without processing, welded to one point per
+    position: the file's normals and UVs become face-varying, so welding loses none of them. Per-vertex
+    colours keep the vertices as they are."""
     from usdforge.rules.usd.stage import material_of
 
     color, image = material_of(mesh)
+    if image is not None:
+        from usdforge.rules.files import decoded_texture
+
+        image = decoded_texture(image, source)
     points = np.asarray(mesh.vertices, dtype=float)
     faces = np.asarray(mesh.faces, dtype=np.int64)
     normals = None
@@ -188,7 +192,8 @@ def read_file(path: Path, reader: str = "auto") -> tuple[list[MeshPart], str]:
     from usdforge.rules.mesh.read import load_parts
 
     loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
-    return [_from_trimesh(path.stem if stl else part.name, part.mesh, part.transform) for part in loaded], used
+    return [_from_trimesh(path.stem if stl else part.name, part.mesh, part.transform, path)
+            for part in loaded], used
 
 
 #: The build cache meshes are read through (``pipeline.cache.Store``: get_entry, put_entry, record) and the
