@@ -338,3 +338,28 @@ def test_the_reading_child_holds_none_of_the_parents_files(tmp_path):
     os.close(read_end)
     children = [int(p) for p in os.listdir(f"/proc/{assimp_read._READER.pid}/fd")]
     assert len(children) == 5, children  # 0-2 on /dev/null, the request and answer pipes
+
+
+def textured_obj(folder: Path, material: str = "Kd 0.8 0.5 0.2\n") -> Path:
+    """A triangulated tetrahedron with UVs and normals whose MTL material has a diffuse map (and
+    ``material``'s statements)."""
+    from PIL import Image
+
+    Image.new("RGB", (8, 4), (30, 120, 220)).save(folder / "grid.png")
+    (folder / "part.mtl").write_text("newmtl painted\nNs 250\n" + material + "d 1.0\nmap_Kd grid.png\n")
+    return write_obj(folder, "mtllib part.mtl\no tetra\n" + TETRA
+                     + "vt 0 0\nvt 1 0\nvt 0 1\nvt 1 1\nvn 0 0 -1\nvn 0 -1 0\nvn -1 0 0\nvn 0.577 0.577 0.577\n"
+                     + "usemtl painted\nf 1/1/1 3/3/1 2/2/1\nf 1/1/2 2/2/2 4/4/2\nf 1/1/3 4/4/3 3/3/3\n"
+                     + "f 2/2/4 3/3/4 4/4/4\n")
+
+
+def test_a_textured_obj_is_read_by_assimp_as_trimesh_reads_it(tmp_path):
+    """An OBJ with a diffuse map and its Kd: Assimp's parts are trimesh's (the colour, the decoded image,
+    the UVs); without Kd, trimesh's default grey differs from Assimp's: trimesh reads it."""
+    path = textured_obj(tmp_path)
+    ours, used = read_file(path)
+    assert used == "assimp"
+    assert ours[0].image is not None and ours[0].uv is not None
+    assert_same_parts(path, ours, read_file(path, "trimesh")[0])
+    assimp_read.stop_reader()
+    assert read_file(textured_obj(tmp_path, material=""))[1] == "trimesh: texture"

@@ -47,8 +47,9 @@ FALLBACK_CLASSES = {
     "polygons": "faces with more than three corners, which Assimp may split along the other diagonal",
     "several meshes": "an STL, PLY, OFF or OBJ that Assimp splits into several meshes (trimesh names and "
                       "groups them its own way)",
-    "texture": "a textured material other than a COLLADA diffuse map of an existing file without a "
-               "<transparent> colour (Assimp and trimesh differ on the others' colours; trimesh decodes the image)",
+    "texture": "a textured material other than a diffuse map of an existing file the reference checks "
+               "passed, in a COLLADA file whose <transparent> colours are opaque or an OBJ whose material "
+               "says its Kd (Assimp and trimesh differ on the others' colours; trimesh decodes the image)",
     "transparency": "a material with an opacity below 1 (Assimp and trimesh read COLLADA's transparency "
                     "differently)",
     "missing reference": "an OBJ whose MTL or texture file is missing (Assimp makes up a material)",
@@ -160,11 +161,15 @@ def read_assimp(path: Path) -> list[RawPart] | str:
             return "uv without material"
         color, texture = _material(material, path)
         if texture is not None:
-            if extension != "dae" or not texture.is_file() or not _opaque_transparent_colors(path) \
-                    or not _named_image(path, texture):
+            if not texture.is_file() or not _named_image(path, texture, extension):
                 return "texture"
-            # trimesh's COLLADA material with a diffuse map: white, the map decoded from the same file.
-            color = (1.0, 1.0, 1.0, 1.0)
+            if extension == "dae":
+                if not _opaque_transparent_colors(path):
+                    return "texture"
+                # trimesh's COLLADA material with a diffuse map: white, the map decoded from the same file.
+                color = (1.0, 1.0, 1.0, 1.0)
+            elif extension != "obj" or color is None or not _mtl_declares_diffuse(path, str(material.get("NAME"))):
+                return "texture"  # an OBJ material without Kd: Assimp's default grey is not trimesh's
         if color is not None and color[3] < 1.0:
             return "transparency"
         # trimesh's names: the file's name for a one-mesh format, the geometry (COLLADA) or node (glTF)
@@ -186,12 +191,39 @@ _COLLADA_TRANSPARENT = re.compile(rb"<transparent\b")
 _COLLADA_TRANSPARENT_COLOR = re.compile(rb"<transparent\b[^>]*>\s*<color\b[^>]*>([^<]*)</color>")
 
 
-def _named_image(path: Path, texture: Path) -> bool:
-    """Whether ``texture`` (as Assimp resolved it) is an image the COLLADA file names in
-    ``<library_images>`` as the reference checks resolve it: only a file those checks passed is opened."""
-    from usdforge.rules.mesh.references import dae_references
+def _named_image(path: Path, texture: Path, extension: str) -> bool:
+    """Whether ``texture`` (as Assimp resolved it) is an image the file names (COLLADA's
+    ``<library_images>``, an OBJ's MTL files) as the reference checks resolve it: only a file those checks
+    passed is opened, and a map Assimp finds elsewhere than trimesh would goes to trimesh."""
+    from usdforge.rules.mesh.references import dae_references, obj_references
 
-    return any(os.path.normpath(texture) == os.path.normpath(image) for image in dae_references(path))
+    named = dae_references(path) if extension == "dae" else obj_references(path) if extension == "obj" else []
+    return any(os.path.normpath(texture) == os.path.normpath(image) for image in named)
+
+
+#: An MTL statement: its keyword and the rest of the line.
+_MTL_STATEMENT = re.compile(r"^\s*(\w+)\s*(.*?)\s*$")
+
+
+def _mtl_declares_diffuse(path: Path, name: str) -> bool:
+    """Whether the material ``name`` of an OBJ's MTL files says its diffuse colour (``Kd``): without it,
+    Assimp's default (0.6 grey) and trimesh's (0.4) differ."""
+    from usdforge.rules.mesh.references import obj_references
+
+    for mtl in obj_references(path):
+        if mtl.suffix.lower() != ".mtl" or not mtl.is_file() or mtl.stat().st_size > (64 << 20):
+            continue  # an image, or an MTL obj_references does not read either
+        current = None
+        for line in mtl.read_text(errors="replace").splitlines():
+            match = _MTL_STATEMENT.match(line)
+            if not match:
+                continue
+            keyword, rest = match.group(1).lower(), match.group(2)
+            if keyword == "newmtl":
+                current = rest
+            elif keyword == "kd" and current == name:
+                return True
+    return False
 
 
 def _opaque_transparent_colors(path: Path) -> bool:
