@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from meshes import write_mesh
+from meshes import textured_obj, write_mesh
 
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.mesh import assimp_read
@@ -338,19 +338,6 @@ def test_the_reading_child_holds_none_of_the_parents_files(tmp_path):
     os.close(read_end)
     children = [int(p) for p in os.listdir(f"/proc/{assimp_read._READER.pid}/fd")]
     assert len(children) == 5, children  # 0-2 on /dev/null, the request and answer pipes
-
-
-def textured_obj(folder: Path, material: str = "Kd 0.8 0.5 0.2\n") -> Path:
-    """A triangulated tetrahedron with UVs and normals whose MTL material has a diffuse map (and
-    ``material``'s statements)."""
-    from PIL import Image
-
-    Image.new("RGB", (8, 4), (30, 120, 220)).save(folder / "grid.png")
-    (folder / "part.mtl").write_text("newmtl painted\nNs 250\n" + material + "d 1.0\nmap_Kd grid.png\n")
-    return write_obj(folder, "mtllib part.mtl\no tetra\n" + TETRA
-                     + "vt 0 0\nvt 1 0\nvt 0 1\nvt 1 1\nvn 0 0 -1\nvn 0 -1 0\nvn -1 0 0\nvn 0.577 0.577 0.577\n"
-                     + "usemtl painted\nf 1/1/1 3/3/1 2/2/1\nf 1/1/2 2/2/2 4/4/2\nf 1/1/3 4/4/3 3/3/3\n"
-                     + "f 2/2/4 3/3/4 4/4/4\n")
 
 
 def test_a_textured_obj_is_read_by_assimp_as_trimesh_reads_it(tmp_path):

@@ -68,9 +68,11 @@ CHILD_MEMORY = 8 << 30
 
 class RawPart(NamedTuple):
     """One triangle mesh as Assimp reads it, before welding, in the file's frame (node transforms not yet
-    applied): points (V, 3) float64; faces (F, 3) int64; normals (V, 3) or None when the file gives none;
-    uv (V, 2) or None; colors (V, 4) RGBA in [0, 1] or None; color: the material's diffuse RGBA or None;
-    texture: the diffuse texture file or None; transform (4, 4): the node's place in the file's frame."""
+    applied): points (V, 3) float64; faces (F, 3) int64; normals (V, 3) or None when the file gives none
+    (an STL's facet normals on each corner: trimesh's unprocessed reading drops them, its processed one
+    weighs them into vertex normals); uv (V, 2) or None; colors (V, 4) RGBA in [0, 1] or None; color: the material's diffuse RGBA or None;
+    texture: the diffuse texture file or None; transform (4, 4): the node's place in the file's frame;
+    unit: the metres per unit of a COLLADA file's ``<unit meter>``, which ``transform`` applies (1 else)."""
 
     name: str
     points: np.ndarray
@@ -81,6 +83,7 @@ class RawPart(NamedTuple):
     color: tuple[float, float, float, float] | None
     texture: Path | None
     transform: np.ndarray
+    unit: float = 1.0
 
 
 @functools.cache
@@ -114,7 +117,7 @@ def read_assimp(path: Path) -> list[RawPart] | str:
             return "refused"
     if scene is None or not scene.meshes:
         return "no triangles"
-    root_transform = None
+    root_transform, unit = None, 1.0
     if extension == "dae":
         # Assimp folds <unit meter> and the up-axis rotation into the root node; robots ignore <up_axis>
         # (as RViz does, and trimesh), so only the unit's scale stays.
@@ -122,7 +125,7 @@ def read_assimp(path: Path) -> list[RawPart] | str:
         scale = abs(float(np.linalg.det(root[:3, :3]))) ** (1.0 / 3.0)
         if not np.isfinite(scale) or scale <= 0.0:
             return "collada unit"
-        root_transform = np.diag([scale, scale, scale, 1.0])
+        root_transform, unit = np.diag([scale, scale, scale, 1.0]), scale
     up = Y_UP_TO_Z_UP if extension in ("glb", "gltf") else np.eye(4)
     parts: list[RawPart] = []
     stack = [(scene.root_node, up, True)]
@@ -148,7 +151,7 @@ def read_assimp(path: Path) -> list[RawPart] | str:
             return "not finite"
         faces = np.frombuffer(mesh.indices, dtype=np.uint32).reshape(-1, 3).astype(np.int64)
         normals = None
-        if mesh.normals is not None and extension != "stl":  # an STL's facet normals: trimesh keeps none
+        if mesh.normals is not None:  # an STL's: its facet normals, on each corner
             normals = np.frombuffer(mesh.normals, dtype=np.float32).reshape(-1, 3).astype(np.float64)
         uv = None
         if mesh.texcoords:
@@ -180,7 +183,7 @@ def read_assimp(path: Path) -> list[RawPart] | str:
         seen = counts.get(name, 0)
         counts[name] = seen + 1
         parts.append(RawPart(name if seen == 0 else f"{name}_{seen}", points, faces, normals, uv, colors, color,
-                             texture, matrix))
+                             texture, matrix, unit))
     if not parts:
         return "no triangles"
     return sorted(parts, key=lambda part: part.name)
@@ -504,7 +507,7 @@ def encode(result: list[RawPart] | str) -> bytes:
                     arrays[field] = [value.dtype.str, list(value.shape), offset]
                     chunks.append(value.tobytes())
                     offset += value.nbytes
-            meta.append({"name": part.name, "color": part.color,
+            meta.append({"name": part.name, "color": part.color, "unit": part.unit,
                          "texture": None if part.texture is None else str(part.texture), "arrays": arrays})
         header = {"parts": meta}
     data = json.dumps(header).encode()
@@ -533,5 +536,6 @@ def decode(data: bytes) -> list[RawPart] | str:
         parts.append(RawPart(str(item["name"]), fields["points"], fields["faces"], fields.get("normals"),
                              fields.get("uv"), fields.get("colors"),
                              None if color is None else tuple(float(c) for c in color),
-                             None if item["texture"] is None else Path(item["texture"]), fields["transform"]))
+                             None if item["texture"] is None else Path(item["texture"]), fields["transform"],
+                             float(item["unit"])))
     return parts

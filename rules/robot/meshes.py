@@ -185,7 +185,9 @@ def read_file(path: Path, reader: str = "auto") -> tuple[list[MeshPart], str]:
         result = read_in_child(path)
         if not isinstance(result, str):
             # STL has no node names (trimesh names a part after the file or its header): the file's stem.
-            return [_from_assimp(path.stem if stl else raw.name, raw) for raw in result], "assimp"
+            # An STL's facet normals are dropped, as trimesh's unprocessed reading drops them.
+            return [_from_assimp(path.stem, raw._replace(normals=None)) if stl else _from_assimp(raw.name, raw)
+                    for raw in result], "assimp"
         used = f"trimesh: {result}"
         if reader == "assimp":
             return [], used
