@@ -16,6 +16,7 @@ time or memory limit can also give).
 
 from __future__ import annotations
 
+import collections
 import functools
 import gc
 import json
@@ -331,41 +332,87 @@ def _obj_has_polygons(path: Path) -> bool:
 def read_in_child(path: Path, timeout: float = CHILD_SECONDS) -> list[RawPart] | str:
     """``read_assimp`` in this process's reading child (forked on first use, kept for the next files):
     its parts, its fallback reason, or "crashed" when the child died on the file (a signal, an abort) or
-    ran past ``timeout`` seconds (it is killed; the next file gets a fresh child)."""
+    ran past ``timeout`` seconds (it is killed; the next file gets a fresh child, which is sent again the
+    files ``request_ahead`` asked for that the dead one had not answered)."""
+    path = Path(path)
     with _LOCK:
-        global _READER
-        if _READER is None or _READER.owner != os.getpid():  # none yet, or one a forked parent started
-            _READER = _ReaderProcess()
-        try:
-            result = _READER.read(Path(path), timeout)
-        except BaseException:  # interrupted mid-answer: the next answer would be this one's; start afresh
-            _READER.stop()
-            _READER = None
-            raise
-        if result == "crashed":
-            _READER.stop()
-            _READER = None
-        return result
+        while True:
+            reader = _reader()
+            try:
+                result = reader.read(path, timeout)
+            except BaseException:  # interrupted mid-answer: the next answer would be this one's; start afresh
+                _drop_reader()
+                raise
+            if not reader.dead:
+                return result
+            _drop_reader()
+            if reader.pending or reader.queue or reader.ready:  # else the next read starts a child
+                _reader().carry(reader)
+            if result is not None:  # None: another file, asked for ahead, crashed first; ask again
+                return result
+
+
+def request_ahead(paths: list[Path]) -> None:
+    """Queue ``paths`` for this process's reading child, in this order: it reads them one after another
+    (at most ``AHEAD`` sent at a time) while this process works on the answers before, and
+    ``read_in_child`` takes each answer, so that reading overlaps processing. A file asked for out of this
+    order is read first; an answer whose file changed since it was asked for (its size, time or inode) is
+    read again."""
+    with _LOCK:
+        reader = _reader()
+        reader.queue.extend(Path(path) for path in paths)
+        reader.fill()
 
 
 def stop_reader() -> None:
     """End this process's reading child (the next read starts a fresh one, forked from the process as
     it is then)."""
-    global _READER
     with _LOCK:
-        if _READER is not None and _READER.owner == os.getpid():
-            _READER.stop()
-        _READER = None
+        _drop_reader()
+
+
+def _reader() -> _ReaderProcess:
+    """This process's reading child, started now if there is none (or only one a forked parent started)."""
+    global _READER
+    if _READER is None or _READER.owner != os.getpid():
+        _READER = _ReaderProcess()
+    return _READER
+
+
+def _drop_reader() -> None:
+    global _READER
+    if _READER is not None and _READER.owner == os.getpid():
+        _READER.stop()
+    _READER = None
+
+
+#: Most requests sent to the reading child and not answered yet: a few paths fit in a pipe's buffer, so
+#: the parent never blocks on sending while the child blocks on answering.
+AHEAD = 4
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_size, info.st_mtime_ns, info.st_ino
 
 
 class _ReaderProcess:
     """A forked child that reads the files it is sent, one framed request (the path's bytes) and one
-    framed answer (``encode``) at a time; it exits when its request pipe closes (the parent ended)."""
+    framed answer (``encode``) at a time, in order; it exits when its request pipe closes (the parent
+    ended). The parent keeps the requests sent and not answered (``pending``), those still to send
+    (``queue``) and answers received before they were asked for (``ready``)."""
 
     def __init__(self) -> None:
         request_read, self.requests = os.pipe()
         self.answers, answer_write = os.pipe()
         self.owner = os.getpid()
+        self.pending: collections.deque[tuple[Path, tuple | None]] = collections.deque()
+        self.queue: collections.deque[Path] = collections.deque()
+        self.ready: dict[Path, tuple[tuple | None, list[RawPart] | str]] = {}
+        self.dead = False
         self.pid = os.fork()
         if self.pid == 0:
             status = 0
@@ -381,13 +428,54 @@ class _ReaderProcess:
         os.set_inheritable(self.requests, False)
         os.set_inheritable(self.answers, False)
 
-    def read(self, path: Path, timeout: float) -> list[RawPart] | str:
-        request = os.fsencode(path)
-        try:
-            os.write(self.requests, len(request).to_bytes(8, "little") + request)
-        except OSError:  # the child is gone
-            return "crashed"
-        deadline = time.monotonic() + timeout
+    def fill(self) -> None:
+        """Send queued requests while fewer than ``AHEAD`` are unanswered."""
+        while self.queue and len(self.pending) < AHEAD and not self.dead:
+            path = self.queue.popleft()
+            request = os.fsencode(path)
+            try:
+                os.write(self.requests, len(request).to_bytes(8, "little") + request)
+            except OSError:  # the child is gone
+                self.dead = True
+                self.queue.appendleft(path)
+                return
+            self.pending.append((path, _stamp(path)))
+
+    def read(self, path: Path, timeout: float) -> list[RawPart] | str | None:
+        """The child's answer for ``path`` ("crashed" when the child died on it or ran past ``timeout``
+        seconds on it); None when it died on another file first (``dead`` is set)."""
+        stamp = _stamp(path)
+        if path in self.ready:
+            was, result = self.ready.pop(path)
+            if was == stamp:
+                return result
+        if not any(sent == path and was == stamp for sent, was in self.pending):
+            self.queue.appendleft(path)  # not asked for (or changed since): next after those in flight
+        while True:
+            self.fill()
+            if not self.pending:  # could not even send it: the child is gone
+                self.queue.remove(path)
+                return "crashed"
+            head, was = self.pending.popleft()
+            result = self._answer(time.monotonic() + timeout)
+            if result == "crashed":
+                self.dead = True
+                if head == path:
+                    return "crashed"
+                self.ready[head] = (was, "crashed")
+                return None
+            if head == path and was == stamp:
+                return result
+            if head != path:
+                self.ready[head] = (was, result)
+
+    def carry(self, dead: _ReaderProcess) -> None:
+        """Take over what a dead child had been asked for and not answered, and its early answers."""
+        self.ready.update(dead.ready)
+        self.queue.extend(path for path, _ in dead.pending)
+        self.queue.extend(dead.queue)
+
+    def _answer(self, deadline: float) -> list[RawPart] | str:
         header = self._receive(8, deadline)
         message = None if header is None else self._receive(int.from_bytes(header, "little"), deadline)
         if message is None:
