@@ -198,7 +198,7 @@ class _TextureCheck:
 
     def __init__(self, textures: list[Reference]):
         self.textures = textures
-        self._prepared = _prepare([ref.path for ref in textures])
+        self._prepared = _prepare([ref.path for ref in textures], background=True)
         self._abandoned = threading.Event()
         self._problems: dict[Path, str | None] = {}
         self._thread = threading.Thread(target=self._decode, name="usdforge-texture-check", daemon=True)
@@ -239,12 +239,13 @@ class _Prepared(NamedTuple):
     unique: list[Path]
     verdicts: dict[Path, tuple[object, str] | None]
     to_decode: list[Path]
-    headers: dict[Path, tuple[str | None, int]]
+    headers: dict[Path, tuple[str | None, int]] | None
     cached: dict[Path, str | None]
 
 
-def _prepare(paths: list[Path]) -> _Prepared:
-    """Look up the cached verdicts (hashing here, in this thread) and read the headers of the others."""
+def _prepare(paths: list[Path], background: bool = False) -> _Prepared:
+    """Look up the cached verdicts (hashing here, in this thread) and read the headers of the others
+    where they are decoded on other threads (``background``: all of them)."""
     unique = list(dict.fromkeys(paths))
     verdicts = {path: _decoded_verdict(path) for path in unique}
     cached: dict[Path, str | None] = {}
@@ -256,9 +257,10 @@ def _prepare(paths: list[Path]) -> _Prepared:
             cached[path] = None
         else:
             to_decode.append(path)
-    # Headers here: Pillow's warning for an image over its limit is silenced (``_opened``), which is not
-    # thread-safe; one whose header passed decodes without a warning, on any thread.
-    headers = {path: _header(path) for path in to_decode}
+    # Headers here, where the decodes run on other threads: Pillow's warning for an image over its limit
+    # is silenced (``_opened``), which is not thread-safe; one whose header passed decodes without a
+    # warning, on any thread. One decode at a time in this thread opens each file once.
+    headers = {path: _header(path) for path in to_decode} if background or _workers(to_decode) > 1 else None
     return _Prepared(unique, verdicts, to_decode, headers, cached)
 
 
@@ -276,15 +278,15 @@ def _workers(paths: list[Path]) -> int:
     return min(len(paths), os.cpu_count() or 1, 8)
 
 
-def _decode_within_budget(paths: list[Path], headers: dict[Path, tuple[str | None, int]],
+def _decode_within_budget(paths: list[Path], headers: dict[Path, tuple[str | None, int]] | None,
                           abandoned: threading.Event | None = None) -> dict[Path, str | None]:
     """{path: why it cannot be decoded as an image (within ``MAX_TEXTURE_PIXELS``), or None}.
 
-    ``headers``: {path: (problem, decoded bytes)} (``_header``, read in the model's order, in the calling
-    thread). An image whose header passed is decoded side by
-    side with the others on the machine's cores (Pillow releases the GIL), started only when the decoded
-    sizes in flight fit ``DECODE_BUDGET_BYTES`` (a larger one waits until it is alone): memory is bounded
-    whatever the core count. ``abandoned`` set: no further decode starts (an interrupted conversion)."""
+    ``headers``: {path: (problem, decoded bytes)} (``_header``, read in the model's order, in the thread
+    that called ``_prepare``), None for one decode at a time in this thread. An image whose header passed
+    is decoded side by side with the others on the machine's cores (Pillow releases the GIL), started only
+    when the decoded sizes in flight fit ``DECODE_BUDGET_BYTES`` (a larger one waits until it is alone):
+    memory is bounded whatever the core count. ``abandoned`` set: no further decode starts (an interrupted conversion)."""
     from concurrent.futures import ThreadPoolExecutor
 
     workers = _workers(paths)
@@ -302,6 +304,8 @@ def _decode_within_budget(paths: list[Path], headers: dict[Path, tuple[str | Non
     problems: dict[Path, str | None] = {}
     futures = {}
     if workers <= 1:  # one image, or one core: one after another
+        if headers is None:  # in the calling thread: each file opened once
+            return {path: _image_problem(path) for path in paths}
         return {path: headers[path][0] or _image_problem(path, quiet=False) for path in paths}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for path in paths:
