@@ -3,8 +3,9 @@
     python bench/fuzz.py --minutes N [--seed 0] [--timeout 60] [--shared ../shared]
 
 Seeds are the conformance fixtures and the smaller corpus models in ``../shared`` and the conformance
-meshes (every other mutated mesh converted as the only mesh of a one-link URDF, so that the robot
-path's readers, Assimp first and trimesh as its fallback, are fuzzed too). Each input is one seed with one
+meshes, and a generated textured OBJ (``generated_seeds``); every other mutated mesh is converted as the
+only mesh of a one-link URDF, so that the robot path's readers are fuzzed as well as the standalone
+converter's (both Assimp first, trimesh as the fallback). Each input is one seed with one
 or more mutations: byte flips, truncation, an XML element deleted
 or duplicated, a number replaced by nan / inf / -inf / 1e300 / an empty string / a word. The mutated file
 is written into a fresh folder beside links to the seed's own files (meshes, textures) and converted with
@@ -173,6 +174,16 @@ def mutate(data: bytes, rng: random.Random, xml: bool) -> tuple[bytes, list[str]
     for name in applied:
         data = MUTATIONS[name](data, rng)
     return data, applied
+
+
+def generated_seeds(folder: Path) -> list[Path]:
+    """Seeds the shared material lacks, written into ``folder``: a triangulated OBJ whose MTL material
+    has its Kd and a diffuse map (a PNG), the textured OBJ that Assimp reads (#26)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from meshes import textured_obj
+
+    folder.mkdir(parents=True)
+    return [textured_obj(folder)]
 
 
 def workspace(seed: Path, data: bytes, folder: Path) -> Path:
@@ -477,6 +488,7 @@ def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: b
     worker_process = Worker()
     deadline = time.monotonic() + minutes * 60
     scratch = Path(tempfile.mkdtemp(prefix="usdforge_fuzz_"))
+    files += generated_seeds(scratch / "generated")
     outside = make_outside(scratch / "outside")
     secret = make_secret()
     try:

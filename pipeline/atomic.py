@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import time
-import uuid
 from pathlib import Path
 from typing import Callable
+
+
+def _host() -> str:
+    """This machine's host name, as ``socket.gethostname()`` gives it (without importing socket and
+    selectors: a first conversion's imports are most of its time)."""
+    return os.uname().nodename
 
 #: A temporary folder of unknown origin (no host and process in its name) older than this is stale, in s.
 STALE_AFTER_S = 3600.0
@@ -34,7 +38,7 @@ def _owner_alive(name: str, prefix: str) -> bool:
     if len(parts) < 3 or not parts[-2].isdigit():
         return True
     host, pid = "-".join(parts[:-2]), int(parts[-2])
-    if host != socket.gethostname():
+    if host != _host():
         return True
     try:
         os.kill(pid, 0)
@@ -122,7 +126,7 @@ def write_text_atomically(path: Path, text: str) -> None:
     into place. The temporary siblings that killed writers left (their process gone) are removed first: a
     kill between writing and renaming leaves a stray file only until the next write of the same file."""
     remove_stale_writes(path)
-    staging = path.with_name(f".{path.name}.tmp-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    staging = path.with_name(f".{path.name}.tmp-{_host()}-{os.getpid()}-{os.urandom(4).hex()}")
     try:
         staging.write_text(text, encoding="utf-8")
         os.replace(staging, path)
@@ -143,7 +147,7 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
     remove_stale_staging(usd_dir)
     # Host and process in the name: a later build can tell a killed conversion's folder from a live one.
     # Not mkdtemp: its 0700 would stay on usd_dir when the staging folder is renamed into place whole.
-    staging = usd_dir.parent / f"{staging_prefix(usd_dir)}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    staging = usd_dir.parent / f"{staging_prefix(usd_dir)}{_host()}-{os.getpid()}-{os.urandom(4).hex()}"
     staging.mkdir()
     try:
         written = build(staging)

@@ -38,7 +38,6 @@ import re
 import shutil
 import stat
 import time
-import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, NamedTuple
 
@@ -58,7 +57,7 @@ PRUNE_TO = 0.8
 BUILD_ENV = "USDFORGE_BUILD_ID"
 _STATS = "stats.log"
 _SIZE = "size.json"
-_PROCESS_BUILD = uuid.uuid4().hex[:12]
+_PROCESS_BUILD = os.urandom(6).hex()  # random, as uuid4's (uuid imports more than it needs)
 #: The largest object read from a cache, in bytes (larger: treated as absent). Bounds a reader's memory
 #: against a forged entry; a real robot's largest output (a geometry layer) is tens of MB.
 MAX_OBJECT_BYTES = 1 << 30
@@ -283,7 +282,7 @@ class Store:
         no folder on the way is a link followed (a planted one raises OSError)."""
         parts = destination.parent.relative_to(self.root).parts
         folder = self._open_folder(parts, create=True)
-        staging = f".{destination.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        staging = f".{destination.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
         try:
             fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
             try:

@@ -18,7 +18,6 @@ import argparse
 import logging
 import os
 import sys
-import tomllib
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -182,6 +181,8 @@ def convert_command(args: argparse.Namespace) -> str:
         disable_asset_cache()
     table: dict = {}
     if args.config is not None:
+        import tomllib  # here: a conversion without a config file never parses TOML
+
         try:
             table = tomllib.loads(args.config.read_text())
         except FileNotFoundError:

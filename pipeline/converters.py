@@ -187,6 +187,7 @@ class AssetConverterBase:
             from usdforge.pipeline.kinds import rule
             from usdforge.pipeline.provenance import stamp_provenance
             from usdforge.rules.conversion_warnings import is_note, recording
+            from usdforge.rules.files import texture_checks_overlapped
             from usdforge.rules.robot.meshes import mesh_cache
 
             from usdforge.rules.robot.intermediate import intermediate_scope
@@ -198,8 +199,11 @@ class AssetConverterBase:
             units = unit_keys(self.kind, self.cfg, source) if source is not None else {}
             unit_names = unit_files(self._usd_file_name)
             reuse = store if use_cache else None
+            # Textures are decoded in the background, joined (a bad one raising) before anything is stored
+            # or published, inside the mesh cache that records their verdicts.
             with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned, \
-                    intermediate_scope(reuse, source), layer_scope(reuse, units, unit_names) as restored:
+                    intermediate_scope(reuse, source), layer_scope(reuse, units, unit_names) as restored, \
+                    texture_checks_overlapped():
                 written = rule(self.kind).convert(self.cfg, staging)
             stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:

@@ -11,7 +11,6 @@ another stamp and is). Nothing in it names where the checkout is (but for a xacr
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -73,9 +72,14 @@ def key_to_toml(key: LazyKey) -> str:
 def read_key(path: Path) -> LazyKey | None:
     """The key stored at ``path``, or None when it is missing or unreadable (then: rebuild)."""
     try:
-        data = tomllib.loads(path.read_text())
-        return LazyKey(**data)
-    except (OSError, tomllib.TOMLDecodeError, TypeError, UnicodeDecodeError):
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    import tomllib  # here: a first conversion (no key yet) never imports it
+
+    try:
+        return LazyKey(**tomllib.loads(text))
+    except (tomllib.TOMLDecodeError, TypeError):
         return None
 
 

@@ -8,12 +8,15 @@ that names it, before anything reads it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import hashlib
 import os
 import stat
+import threading
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from usdforge.rules.errors import ConversionError
 
@@ -109,8 +112,10 @@ def check_references(references: Iterable[Reference], roots: Iterable[Path]) -> 
     an image. Missing files are left to the converter (a warning or an error of its own).
 
     Only files that passed the other checks are decoded; the textures are decoded side by side on the
-    machine's cores (Pillow decodes without the GIL: ANYmal C's 21 atlases take a second on one core), and
-    the error raised is still that of the first failing reference, in the model's order."""
+    machine's cores (Pillow decodes without the GIL: ANYmal C's 19 atlases take 0.7 s on one core), and
+    the error raised is still that of the first failing reference, in the model's order. Inside
+    ``texture_checks_overlapped`` (a pipeline conversion) the decodes run in the background and their
+    error is raised when it is left, before the output is published."""
     roots = list(roots)
     textures: list[Reference] = []
     failure = None
@@ -132,13 +137,88 @@ def check_references(references: Iterable[Reference], roots: Iterable[Path]) -> 
             break
         if ref.what == "texture":
             textures.append(ref)  # decoded below, with the textures named before any failure
-    problems = _image_problems([ref.path for ref in textures])
+    pending = _OVERLAPPED.get()
+    if failure is None and pending is not None and textures:
+        pending.append(_TextureCheck(textures))  # decoded in the background, joined by ``texture_checks_overlapped``
+        return
+    _raise_first_bad(textures, _image_problems([ref.path for ref in textures]))
+    if failure is not None:
+        raise failure
+
+
+def _raise_first_bad(textures: list[Reference], problems: dict[Path, str | None]) -> None:
+    """ConversionError for the first of ``textures`` (in the model's order) whose image has a problem."""
     for ref in textures:
         if problems[ref.path] is not None:
             raise ConversionError(ref.file, f"texture file {quote(str(ref.path))} is not an image "
                                             f"({problems[ref.path]})", ref.element, ref.line)
-    if failure is not None:
-        raise failure
+
+
+#: The texture checks started by ``check_references`` inside ``texture_checks_overlapped`` (None outside).
+_OVERLAPPED: contextvars.ContextVar[list | None] = contextvars.ContextVar("usdforge_texture_checks", default=None)
+
+
+@contextlib.contextmanager
+def texture_checks_overlapped() -> Iterator[None]:
+    """Within: ``check_references`` checks paths, roots and file kinds as before, reads each texture's
+    header and looks up the cached verdicts, then returns while the textures are decoded in the background
+    (Pillow and zlib release the GIL), overlapping MuJoCo's compile and the authoring; on leaving, every
+    decode is joined and the first bad texture (in the model's order) raises the ConversionError it raises
+    without overlap. Leave it before the output is published (``pipeline.converters``: before the staging
+    folder is moved into place or stored), so a bad texture leaves no output. When the body raises, the
+    decodes are joined too and a bad texture's error replaces the body's (it is the cause: the error the
+    conversion gave when textures were checked first); an interrupt (not an Exception) waits for nothing."""
+    pending: list[_TextureCheck] = []
+    token = _OVERLAPPED.set(pending)
+    try:
+        yield
+    except Exception:
+        _OVERLAPPED.reset(token)
+        for check in pending:
+            try:
+                check.join()
+            except ConversionError as bad:
+                raise bad from None  # the cause of the body's error, reported in its place
+        raise
+    except BaseException:
+        _OVERLAPPED.reset(token)
+        for check in pending:
+            check.abandon()
+        raise
+    _OVERLAPPED.reset(token)
+    for check in pending:
+        check.join()
+
+
+class _TextureCheck:
+    """One ``check_references`` call's textures, decoded on a background thread (``_image_problems``):
+    the verdict lookups and the headers are read at once, in the calling thread; ``join`` waits for the
+    decodes, records the new verdicts in the build cache (in the calling thread, as without overlap) and
+    raises for the first bad texture."""
+
+    def __init__(self, textures: list[Reference]):
+        self.textures = textures
+        self._prepared = _prepare([ref.path for ref in textures], background=True)
+        self._abandoned = threading.Event()
+        self._problems: dict[Path, str | None] = {}
+        self._thread = threading.Thread(target=self._decode, name="usdforge-texture-check", daemon=True)
+        self._thread.start()
+
+    def _decode(self) -> None:
+        try:
+            self._problems = _decode_within_budget(self._prepared.to_decode, self._prepared.headers,
+                                                   self._abandoned)
+        except BaseException as exc:  # noqa: BLE001 - carried to ``join``, in the converting thread
+            self._problems = exc  # type: ignore[assignment]
+
+    def join(self) -> None:
+        self._thread.join()
+        if isinstance(self._problems, BaseException):
+            raise self._problems
+        _raise_first_bad(self.textures, _finish(self._prepared, self._problems))
+
+    def abandon(self) -> None:
+        self._abandoned.set()  # no new decode starts; those running end on their own (daemon thread)
 
 
 def _image_problems(paths: list[Path]) -> dict[Path, str | None]:
@@ -148,37 +228,68 @@ def _image_problems(paths: list[Path]) -> dict[Path, str | None]:
     records a verdict keyed by the file's content hash (which the conversion computes anyway for its key),
     Pillow's version and the pixel limit, so a rebuild after a cfg edit decodes nothing; a changed file
     has another hash and is decoded again."""
+    prepared = _prepare(paths)
+    return _finish(prepared, _decode_within_budget(prepared.to_decode, prepared.headers))
+
+
+class _Prepared(NamedTuple):
+    """What ``_prepare`` found: every path's cached verdict (or None), the paths to decode and their headers'
+    (problem, decoded bytes), read in the calling thread."""
+
+    unique: list[Path]
+    verdicts: dict[Path, tuple[object, str] | None]
+    to_decode: list[Path]
+    headers: dict[Path, tuple[str | None, int]] | None
+    cached: dict[Path, str | None]
+
+
+def _prepare(paths: list[Path], background: bool = False) -> _Prepared:
+    """Look up the cached verdicts (hashing here, in this thread) and read the headers of the others
+    where they are decoded on other threads (``background``: all of them)."""
     unique = list(dict.fromkeys(paths))
-    verdicts = {path: _decoded_verdict(path) for path in unique}  # hashing here, in this thread
-    problems: dict[Path, str | None] = {}
+    verdicts = {path: _decoded_verdict(path) for path in unique}
+    cached: dict[Path, str | None] = {}
     to_decode = []
     for path in unique:
         verdict = verdicts[path]
         if verdict is not None and verdict[0].entry(verdict[1]) is not None:
             verdict[0].record("texture-decoded", hit=True)
-            problems[path] = None
+            cached[path] = None
         else:
             to_decode.append(path)
-    problems.update(_decode_within_budget(to_decode))
-    for path in to_decode:
-        verdict = verdicts[path]
-        if verdict is not None and problems[path] is None:
+    # Headers here, where the decodes run on other threads: Pillow's warning for an image over its limit
+    # is silenced (``_opened``), which is not thread-safe; one whose header passed decodes without a
+    # warning, on any thread. One decode at a time in this thread opens each file once.
+    headers = {path: _header(path) for path in to_decode} if background or _workers(to_decode) > 1 else None
+    return _Prepared(unique, verdicts, to_decode, headers, cached)
+
+
+def _finish(prepared: _Prepared, decoded: dict[Path, str | None]) -> dict[Path, str | None]:
+    """Every path's problem (or None), the new good verdicts stored in the build cache."""
+    for path in prepared.to_decode:
+        verdict = prepared.verdicts[path]
+        if verdict is not None and decoded[path] is None:
             verdict[0].record("texture-decoded", hit=False)
             verdict[0].put_entry(verdict[1], {}, meta={"artifact": "texture-decoded"}, kind="texture-decoded")
-    return problems
+    return {**prepared.cached, **decoded}
 
 
-def _decode_within_budget(paths: list[Path]) -> dict[Path, str | None]:
+def _workers(paths: list[Path]) -> int:
+    return min(len(paths), os.cpu_count() or 1, 8)
+
+
+def _decode_within_budget(paths: list[Path], headers: dict[Path, tuple[str | None, int]] | None,
+                          abandoned: threading.Event | None = None) -> dict[Path, str | None]:
     """{path: why it cannot be decoded as an image (within ``MAX_TEXTURE_PIXELS``), or None}.
 
-    Each image's header is read here, in the model's order; one that passes is decoded side by side with
-    the others on the machine's cores (Pillow releases the GIL), started only when the decoded sizes in
-    flight fit ``DECODE_BUDGET_BYTES`` (a larger one waits until it is alone): memory is bounded whatever
-    the core count."""
-    import threading
+    ``headers``: {path: (problem, decoded bytes)} (``_header``, read in the model's order, in the thread
+    that called ``_prepare``), None for one decode at a time in this thread. An image whose header passed
+    is decoded side by side with the others on the machine's cores (Pillow releases the GIL), started only
+    when the decoded sizes in flight fit ``DECODE_BUDGET_BYTES`` (a larger one waits until it is alone):
+    memory is bounded whatever the core count. ``abandoned`` set: no further decode starts (an interrupted conversion)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    workers = min(len(paths), os.cpu_count() or 1, 8)
+    workers = _workers(paths)
     condition = threading.Condition()
     in_flight = [0]
 
@@ -192,17 +303,21 @@ def _decode_within_budget(paths: list[Path]) -> dict[Path, str | None]:
 
     problems: dict[Path, str | None] = {}
     futures = {}
-    if workers <= 1:  # one image, or one core: each opened once, in this thread
-        return {path: _image_problem(path) for path in paths}
+    if workers <= 1:  # one image, or one core: one after another
+        if headers is None:  # in the calling thread: each file opened once
+            return {path: _image_problem(path) for path in paths}
+        return {path: headers[path][0] or _image_problem(path, quiet=False) for path in paths}
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for path in paths:
-            problem, cost = _header(path)
+            problem, cost = headers[path]
             if problem is not None:
                 problems[path] = problem
                 continue
             with condition:
                 condition.wait_for(lambda: in_flight[0] == 0 or in_flight[0] + cost <= DECODE_BUDGET_BYTES)
                 in_flight[0] += cost
+            if abandoned is not None and abandoned.is_set():
+                break
             futures[path] = pool.submit(decode, path, cost)
     problems.update((path, future.result()) for path, future in futures.items())
     return problems
@@ -258,9 +373,20 @@ def _pillow():
 
 
 def open_texture(path: Path):
-    """``PIL.Image.open(path)`` within the texture pixel limit, not decoded yet (trimesh's COLLADA reader
-    opens a material's image so; the reference checks decoded it once already)."""
-    return _pillow().open(path)
+    """``PIL.Image.open(path)`` within the texture pixel limit, decoded (``decoded_texture``)."""
+    return decoded_texture(_pillow().open(path), path)
+
+
+def decoded_texture(image, source: Path):
+    """``image`` (a PIL image a mesh reader opened from ``source`` or a file it names) decoded now, or a
+    ConversionError naming ``source``: the reference checks decode every texture, but in the background
+    (``texture_checks_overlapped``), so a mesh reader may get to one first; a failure here is the user's
+    one-line error rather than a traceback from the writer."""
+    try:
+        image.load()
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
+        raise ConversionError(source, f"texture is not an image ({_pillow_problem(_pillow(), exc)})") from None
+    return image
 
 
 def _image_problem(path: Path, quiet: bool = True) -> str | None:

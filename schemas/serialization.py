@@ -15,7 +15,6 @@ not None is written as ``false``.
 from __future__ import annotations
 
 import json
-import tomllib
 import typing
 from typing import Any, Callable, TypeVar
 
@@ -345,6 +344,8 @@ def cfg_to_toml(cfg: Any) -> str:
 
 def cfg_from_toml(text: str, cls: type[T], path: str = "") -> T:
     """Build ``cls`` from TOML text (see ``cfg_to_toml``)."""
+    import tomllib  # here: writing a cfg (every conversion) never reads TOML
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from meshes import write_mesh
+from meshes import textured_obj, write_mesh
 
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.mesh import assimp_read
@@ -338,3 +338,54 @@ def test_the_reading_child_holds_none_of_the_parents_files(tmp_path):
     os.close(read_end)
     children = [int(p) for p in os.listdir(f"/proc/{assimp_read._READER.pid}/fd")]
     assert len(children) == 5, children  # 0-2 on /dev/null, the request and answer pipes
+
+
+def test_a_textured_obj_is_read_by_assimp_as_trimesh_reads_it(tmp_path):
+    """An OBJ with a diffuse map and its Kd: Assimp's parts are trimesh's (the colour, the decoded image,
+    the UVs); without Kd, trimesh's default grey differs from Assimp's: trimesh reads it."""
+    path = textured_obj(tmp_path)
+    ours, used = read_file(path)
+    assert used == "assimp"
+    assert ours[0].image is not None and ours[0].uv is not None
+    assert_same_parts(path, ours, read_file(path, "trimesh")[0])
+    assimp_read.stop_reader()
+    assert read_file(textured_obj(tmp_path, material=""))[1] == "trimesh: texture"
+
+
+def test_files_asked_for_ahead_give_the_same_answers_in_any_order_and_a_crash_stays_with_its_file(
+        tmp_path, monkeypatch):
+    """``request_ahead`` pipelines the reading child (it reads the next files while the parent works):
+    read in another order, each file still gets its own answer; a file that changed since it was asked for
+    is read again; a file that crashes the child while another is awaited is "crashed" for itself only,
+    and the files asked for after it are read by a fresh child."""
+    faces = "f 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n"
+    folder = tmp_path / "m"
+    folder.mkdir()
+    paths = [write_obj(folder, TETRA + faces * (index + 1)) for index in range(1)]
+    for index in range(1, 4):
+        path = folder / f"m{index}.obj"
+        path.write_text(TETRA + faces * (index + 1))
+        paths.append(path)
+    paths[0] = paths[0].rename(folder / "m0.obj")
+    direct = {path: len(read_in_child(path)[0].faces) for path in paths}
+    assert sorted(direct.values()) == [4, 8, 12, 16]
+    assimp_read.stop_reader()
+    assimp_read.request_ahead(paths)
+    paths[1].write_text(TETRA + faces * 7)  # changed after it was asked for: read again
+    for path in [paths[2], paths[1], paths[3], paths[0]]:
+        expected = 28 if path == paths[1] else direct[path]
+        assert len(read_in_child(path)[0].faces) == expected
+
+    read = assimp_read.read_assimp
+
+    def crash_on_m1(path):
+        if path.name == "m1.obj":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return read(path)
+
+    monkeypatch.setattr(assimp_read, "read_assimp", crash_on_m1)
+    assimp_read.stop_reader()
+    assimp_read.request_ahead(paths)
+    assert len(read_in_child(paths[3])[0].faces) == direct[paths[3]]  # m1 crashed on the way: a fresh child
+    assert read_in_child(paths[1]) == "crashed"
+    assert len(read_in_child(paths[0])[0].faces) == direct[paths[0]]

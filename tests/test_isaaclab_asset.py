@@ -253,3 +253,30 @@ def test_isaac_lab_spawns_a_fixed_and_a_floating_robot_with_the_generated_cfg(is
     assert reports["floating_fixed"].get("fixed_base") is True, reports["floating_fixed"]
     assert "Cannot fix non-rigid articulation root" in reports["offset_arm_fixed"].get("error", ""), \
         f"Isaac Lab now fixes usdforge's fixed bases: update the README and the cfg note {reports['offset_arm_fixed']}"
+
+
+def test_the_cfg_rendered_from_the_layers_held_open_is_the_one_the_files_give(tmp_path):
+    """The cfg is rendered while the saved layers are still open (``saved_layers_held``: no file read
+    back); it is the text rendered afterwards from the files alone, for a fresh conversion and for one
+    whose other layers came from the build cache (those are written from bytes, their Sdf layers left
+    empty: held, the root body's pose would be lost)."""
+    import attrs
+
+    from usdforge.pipeline.cache import Store
+    from usdforge.rules.robot.isaaclab_cfg import render_articulation_cfg
+
+    source = tmp_path / "arm.xml"
+    source.write_text("""<mujoco><worldbody><body name="base" pos="0.5 0 1" euler="0 0 30"><freejoint/>
+      <geom type="box" size=".1 .1 .1"/>
+      <body name="tip" pos="0 0 .3"><joint name="j" range="-1 1.5"/><geom type="sphere" size=".05"/></body>
+    </body></worldbody><actuator><position joint="j" kp="50"/></actuator></mujoco>""")
+    cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
+    cache = tmp_path / "cache"
+    for edit in ({}, {"override_gain_prm": (321.0,)}):  # the second reuses the layers the gains leave alone
+        converter = MjcfConverter(attrs.evolve(cfg, **edit), cache=cache)
+        main = Path(converter.usd_path)
+        text = main.with_name(articulation_cfg_file_name(main.name)).read_text()
+        assert text == render_articulation_cfg(main)
+        assert "pos=(0.5, 0.0, 1.0)" in text, text
+    hits = sum(v["hits"] for k, v in Store(cache).stats()["last_build"].items() if k.startswith("layer:"))
+    assert hits > 0, "no layer came from the build cache: the restored case went untested"

@@ -12,7 +12,7 @@ import pytest
 import trimesh
 from pxr import Usd, UsdGeom, UsdPhysics
 
-from meshes import box_mesh, write_mesh
+from meshes import assert_parts_read_alike, box_mesh, textured_obj, write_mesh
 from usdforge.pipeline import MeshConverter
 from usdforge.rules.errors import ConversionError
 from usdforge.schemas import (CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg, MeshConverterCfg,
@@ -200,6 +200,35 @@ def test_assimp_reader_gives_trimesh_geometry(tmp_path):
     merged = trimesh.util.concatenate([p.mesh for p in parts])
     np.testing.assert_allclose(merged.bounds, box_mesh().bounds, atol=1e-6)
     assert merged.volume == pytest.approx(box_mesh().volume)
+
+
+@pytest.mark.parametrize("extension", [*FORMATS, "textured obj", "dae in cm"])
+def test_the_standalone_converter_reads_with_assimp_as_trimesh_reads(tmp_path, extension):
+    """Assimp is the standalone converter's first reader (#26), giving the parts trimesh gives: the file's
+    units (a COLLADA unit is not applied, as before), normals, UVs, colours, the decoded diffuse map; an STL's
+    part named after its file, whichever reader. ``bench/mesh_readers.py`` runs this over every shared mesh."""
+    import re
+
+    from usdforge.rules.mesh.assimp_read import stop_reader
+    from usdforge.rules.mesh.read import load_parts, read_parts
+
+    if extension == "textured obj":
+        path = textured_obj(tmp_path)
+    else:
+        path = write_mesh(tmp_path, extension.split()[0])
+    if extension == "dae in cm":
+        path.write_text(re.sub(r"<asset>.*?</asset>", '<asset><unit name="cm" meter="0.01"/></asset>',
+                               path.read_text(), count=1, flags=re.DOTALL))
+    try:
+        ours, used = read_parts(path)
+    finally:
+        stop_reader()
+    assert used == "assimp"
+    theirs = load_parts(path)
+    if path.suffix == ".stl":
+        assert [p.name for p in ours] == [path.name]
+        theirs = [p._replace(name=path.name) for p in theirs]
+    assert_parts_read_alike(path, ours, theirs)
 
 
 _FIELDS = {"mass_props": MassPropertiesCfg(mass=2.0), "rigid_props": RigidBodyBaseCfg(rigid_body_enabled=True),

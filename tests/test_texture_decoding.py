@@ -77,3 +77,80 @@ def test_the_pixel_limit_is_the_documented_one(tmp_path):
     over = black_png(tmp_path / "over.png", 16385, 16384)
     problem = files._image_problems([over])[over]
     assert problem is not None and str(files.MAX_TEXTURE_PIXELS) in problem, problem
+
+
+def crafted_png(tmp_path: Path) -> Path:
+    """A PNG whose every chunk's CRC holds but whose IDAT is a zlib header over no valid deflate stream:
+    Pillow's ``verify`` (chunks and CRCs) passes it; only decoding the pixels finds it broken."""
+    import struct
+    import zlib
+
+    good = tmp_path / "good.png"
+    Image.new("RGB", (64, 64), (10, 200, 30)).save(good)
+    data = good.read_bytes()
+    idat = data.index(b"IDAT")
+    junk = zlib.compress(b"\0" * 10)[:4] + b"\xff" * 40
+    crafted = tmp_path / "crafted.png"
+    crafted.write_bytes(data[:idat - 4] + struct.pack(">I", len(junk)) + b"IDAT" + junk
+                        + struct.pack(">I", zlib.crc32(b"IDAT" + junk)) + data[data.index(b"IEND") - 4:])
+    with Image.open(crafted) as image:
+        image.verify()  # the CRCs hold: a check that stops at them lets it through
+    return crafted
+
+
+def test_a_png_with_valid_crcs_over_a_broken_stream_is_refused_and_nothing_is_written(tmp_path):
+    """Every texture is decoded, not only CRC-checked (986c2a9 let this file through), in the background
+    of the conversion (``texture_checks_overlapped``) but joined before anything is published: the
+    conversion fails with its one line and leaves no output."""
+    from usdforge.pipeline import MjcfConverter
+    from usdforge.rules.errors import ConversionError
+    from usdforge.schemas import MjcfConverterCfg
+
+    crafted = crafted_png(tmp_path)
+    assert files._image_problems([crafted])[crafted] is not None
+    source = tmp_path / "textured.xml"
+    source.write_text("""<mujoco>
+      <asset><texture name="t" type="2d" file="crafted.png"/><material name="m" texture="t"/></asset>
+      <worldbody><body name="b"><freejoint/><geom type="box" size=".1 .1 .1" material="m"/></body></worldbody>
+    </mujoco>""")
+    out = tmp_path / "out"
+    with pytest.raises(ConversionError, match=r"crafted.png is not an image \(") as raised:
+        MjcfConverter(MjcfConverterCfg(asset_path=str(source), usd_dir=str(out)))
+    assert "\n" not in str(raised.value)
+    assert not out.exists() or not any(out.rglob("*.usd*")), sorted(out.rglob("*"))
+
+
+def test_overlapped_texture_checks_return_at_once_and_raise_on_leaving(tmp_path, monkeypatch):
+    """Inside ``texture_checks_overlapped`` a bad texture does not stop ``check_references`` (its decode
+    runs in the background); leaving raises its error, in the model's order, and replaces an error of the
+    body (the texture is the cause, as when textures were checked first)."""
+    from usdforge.rules.errors import ConversionError
+
+    good = tmp_path / "good.png"
+    Image.new("RGB", (8, 8)).save(good)
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n" + b"not an image" * 10)
+    crafted = crafted_png(tmp_path)
+    refs = [files.Reference(path, "texture", tmp_path / "m.xml", f"<texture {path.stem}>", index + 1)
+            for index, path in enumerate([good, crafted, bad])]
+    started = threading.Event()
+    decode = files._image_problem
+
+    def slow(path: Path, **options) -> str | None:
+        assert started.wait(2), "a texture was decoded before check_references returned"
+        return decode(path, **options)
+
+    monkeypatch.setattr(files, "_image_problem", slow)
+    monkeypatch.setattr(files.os, "cpu_count", lambda: 2)
+    with pytest.raises(ConversionError, match=r"m.xml:2: <texture crafted>: texture file .*crafted.png is not an image"):
+        with files.texture_checks_overlapped():
+            files.check_references(refs, [tmp_path])
+            started.set()
+    with pytest.raises(ConversionError, match="crafted.png is not an image") as raised:
+        with files.texture_checks_overlapped():
+            files.check_references(refs, [tmp_path])
+            started.set()
+            raise ValueError("MuJoCo cannot read the texture")
+    assert raised.value.__suppress_context__
+    with files.texture_checks_overlapped():
+        files.check_references(refs[:1], [tmp_path])

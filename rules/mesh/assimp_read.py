@@ -16,6 +16,7 @@ time or memory limit can also give).
 
 from __future__ import annotations
 
+import collections
 import functools
 import gc
 import json
@@ -47,8 +48,9 @@ FALLBACK_CLASSES = {
     "polygons": "faces with more than three corners, which Assimp may split along the other diagonal",
     "several meshes": "an STL, PLY, OFF or OBJ that Assimp splits into several meshes (trimesh names and "
                       "groups them its own way)",
-    "texture": "a textured material other than a COLLADA diffuse map of an existing file without a "
-               "<transparent> colour (Assimp and trimesh differ on the others' colours; trimesh decodes the image)",
+    "texture": "a textured material other than a diffuse map of an existing file the reference checks "
+               "passed, in a COLLADA file whose <transparent> colours are opaque or an OBJ whose material "
+               "says its Kd (Assimp and trimesh differ on the others' colours; trimesh decodes the image)",
     "transparency": "a material with an opacity below 1 (Assimp and trimesh read COLLADA's transparency "
                     "differently)",
     "missing reference": "an OBJ whose MTL or texture file is missing (Assimp makes up a material)",
@@ -67,9 +69,11 @@ CHILD_MEMORY = 8 << 30
 
 class RawPart(NamedTuple):
     """One triangle mesh as Assimp reads it, before welding, in the file's frame (node transforms not yet
-    applied): points (V, 3) float64; faces (F, 3) int64; normals (V, 3) or None when the file gives none;
-    uv (V, 2) or None; colors (V, 4) RGBA in [0, 1] or None; color: the material's diffuse RGBA or None;
-    texture: the diffuse texture file or None; transform (4, 4): the node's place in the file's frame."""
+    applied): points (V, 3) float64; faces (F, 3) int64; normals (V, 3) or None when the file gives none
+    (an STL's facet normals on each corner: trimesh's unprocessed reading drops them, its processed one
+    weighs them into vertex normals); uv (V, 2) or None; colors (V, 4) RGBA in [0, 1] or None; color: the material's diffuse RGBA or None;
+    texture: the diffuse texture file or None; transform (4, 4): the node's place in the file's frame;
+    unit: the metres per unit of a COLLADA file's ``<unit meter>``, which ``transform`` applies (1 else)."""
 
     name: str
     points: np.ndarray
@@ -80,6 +84,7 @@ class RawPart(NamedTuple):
     color: tuple[float, float, float, float] | None
     texture: Path | None
     transform: np.ndarray
+    unit: float = 1.0
 
 
 @functools.cache
@@ -113,7 +118,7 @@ def read_assimp(path: Path) -> list[RawPart] | str:
             return "refused"
     if scene is None or not scene.meshes:
         return "no triangles"
-    root_transform = None
+    root_transform, unit = None, 1.0
     if extension == "dae":
         # Assimp folds <unit meter> and the up-axis rotation into the root node; robots ignore <up_axis>
         # (as RViz does, and trimesh), so only the unit's scale stays.
@@ -121,7 +126,7 @@ def read_assimp(path: Path) -> list[RawPart] | str:
         scale = abs(float(np.linalg.det(root[:3, :3]))) ** (1.0 / 3.0)
         if not np.isfinite(scale) or scale <= 0.0:
             return "collada unit"
-        root_transform = np.diag([scale, scale, scale, 1.0])
+        root_transform, unit = np.diag([scale, scale, scale, 1.0]), scale
     up = Y_UP_TO_Z_UP if extension in ("glb", "gltf") else np.eye(4)
     parts: list[RawPart] = []
     stack = [(scene.root_node, up, True)]
@@ -147,7 +152,7 @@ def read_assimp(path: Path) -> list[RawPart] | str:
             return "not finite"
         faces = np.frombuffer(mesh.indices, dtype=np.uint32).reshape(-1, 3).astype(np.int64)
         normals = None
-        if mesh.normals is not None and extension != "stl":  # an STL's facet normals: trimesh keeps none
+        if mesh.normals is not None:  # an STL's: its facet normals, on each corner
             normals = np.frombuffer(mesh.normals, dtype=np.float32).reshape(-1, 3).astype(np.float64)
         uv = None
         if mesh.texcoords:
@@ -160,11 +165,15 @@ def read_assimp(path: Path) -> list[RawPart] | str:
             return "uv without material"
         color, texture = _material(material, path)
         if texture is not None:
-            if extension != "dae" or not texture.is_file() or not _opaque_transparent_colors(path) \
-                    or not _named_image(path, texture):
+            if not texture.is_file() or not _named_image(path, texture, extension):
                 return "texture"
-            # trimesh's COLLADA material with a diffuse map: white, the map decoded from the same file.
-            color = (1.0, 1.0, 1.0, 1.0)
+            if extension == "dae":
+                if not _opaque_transparent_colors(path):
+                    return "texture"
+                # trimesh's COLLADA material with a diffuse map: white, the map decoded from the same file.
+                color = (1.0, 1.0, 1.0, 1.0)
+            elif extension != "obj" or color is None or not _mtl_declares_diffuse(path, str(material.get("NAME"))):
+                return "texture"  # an OBJ material without Kd: Assimp's default grey is not trimesh's
         if color is not None and color[3] < 1.0:
             return "transparency"
         # trimesh's names: the file's name for a one-mesh format, the geometry (COLLADA) or node (glTF)
@@ -175,7 +184,7 @@ def read_assimp(path: Path) -> list[RawPart] | str:
         seen = counts.get(name, 0)
         counts[name] = seen + 1
         parts.append(RawPart(name if seen == 0 else f"{name}_{seen}", points, faces, normals, uv, colors, color,
-                             texture, matrix))
+                             texture, matrix, unit))
     if not parts:
         return "no triangles"
     return sorted(parts, key=lambda part: part.name)
@@ -186,12 +195,39 @@ _COLLADA_TRANSPARENT = re.compile(rb"<transparent\b")
 _COLLADA_TRANSPARENT_COLOR = re.compile(rb"<transparent\b[^>]*>\s*<color\b[^>]*>([^<]*)</color>")
 
 
-def _named_image(path: Path, texture: Path) -> bool:
-    """Whether ``texture`` (as Assimp resolved it) is an image the COLLADA file names in
-    ``<library_images>`` as the reference checks resolve it: only a file those checks passed is opened."""
-    from usdforge.rules.mesh.references import dae_references
+def _named_image(path: Path, texture: Path, extension: str) -> bool:
+    """Whether ``texture`` (as Assimp resolved it) is an image the file names (COLLADA's
+    ``<library_images>``, an OBJ's MTL files) as the reference checks resolve it: only a file those checks
+    passed is opened, and a map Assimp finds elsewhere than trimesh would goes to trimesh."""
+    from usdforge.rules.mesh.references import dae_references, obj_references
 
-    return any(os.path.normpath(texture) == os.path.normpath(image) for image in dae_references(path))
+    named = dae_references(path) if extension == "dae" else obj_references(path) if extension == "obj" else []
+    return any(os.path.normpath(texture) == os.path.normpath(image) for image in named)
+
+
+#: An MTL statement: its keyword and the rest of the line.
+_MTL_STATEMENT = re.compile(r"^\s*(\w+)\s*(.*?)\s*$")
+
+
+def _mtl_declares_diffuse(path: Path, name: str) -> bool:
+    """Whether the material ``name`` of an OBJ's MTL files says its diffuse colour (``Kd``): without it,
+    Assimp's default (0.6 grey) and trimesh's (0.4) differ."""
+    from usdforge.rules.mesh.references import obj_references
+
+    for mtl in obj_references(path):
+        if mtl.suffix.lower() != ".mtl" or not mtl.is_file() or mtl.stat().st_size > (64 << 20):
+            continue  # an image, or an MTL obj_references does not read either
+        current = None
+        for line in mtl.read_text(errors="replace").splitlines():
+            match = _MTL_STATEMENT.match(line)
+            if not match:
+                continue
+            keyword, rest = match.group(1).lower(), match.group(2)
+            if keyword == "newmtl":
+                current = rest
+            elif keyword == "kd" and current == name:
+                return True
+    return False
 
 
 def _opaque_transparent_colors(path: Path) -> bool:
@@ -296,41 +332,87 @@ def _obj_has_polygons(path: Path) -> bool:
 def read_in_child(path: Path, timeout: float = CHILD_SECONDS) -> list[RawPart] | str:
     """``read_assimp`` in this process's reading child (forked on first use, kept for the next files):
     its parts, its fallback reason, or "crashed" when the child died on the file (a signal, an abort) or
-    ran past ``timeout`` seconds (it is killed; the next file gets a fresh child)."""
+    ran past ``timeout`` seconds (it is killed; the next file gets a fresh child, which is sent again the
+    files ``request_ahead`` asked for that the dead one had not answered)."""
+    path = Path(path)
     with _LOCK:
-        global _READER
-        if _READER is None or _READER.owner != os.getpid():  # none yet, or one a forked parent started
-            _READER = _ReaderProcess()
-        try:
-            result = _READER.read(Path(path), timeout)
-        except BaseException:  # interrupted mid-answer: the next answer would be this one's; start afresh
-            _READER.stop()
-            _READER = None
-            raise
-        if result == "crashed":
-            _READER.stop()
-            _READER = None
-        return result
+        while True:
+            reader = _reader()
+            try:
+                result = reader.read(path, timeout)
+            except BaseException:  # interrupted mid-answer: the next answer would be this one's; start afresh
+                _drop_reader()
+                raise
+            if not reader.dead:
+                return result
+            _drop_reader()
+            if reader.pending or reader.queue or reader.ready:  # else the next read starts a child
+                _reader().carry(reader)
+            if result is not None:  # None: another file, asked for ahead, crashed first; ask again
+                return result
+
+
+def request_ahead(paths: list[Path]) -> None:
+    """Queue ``paths`` for this process's reading child, in this order: it reads them one after another
+    (at most ``AHEAD`` sent at a time) while this process works on the answers before, and
+    ``read_in_child`` takes each answer, so that reading overlaps processing. A file asked for out of this
+    order is read first; an answer whose file changed since it was asked for (its size, time or inode) is
+    read again."""
+    with _LOCK:
+        reader = _reader()
+        reader.queue.extend(Path(path) for path in paths)
+        reader.fill()
 
 
 def stop_reader() -> None:
     """End this process's reading child (the next read starts a fresh one, forked from the process as
     it is then)."""
-    global _READER
     with _LOCK:
-        if _READER is not None and _READER.owner == os.getpid():
-            _READER.stop()
-        _READER = None
+        _drop_reader()
+
+
+def _reader() -> _ReaderProcess:
+    """This process's reading child, started now if there is none (or only one a forked parent started)."""
+    global _READER
+    if _READER is None or _READER.owner != os.getpid():
+        _READER = _ReaderProcess()
+    return _READER
+
+
+def _drop_reader() -> None:
+    global _READER
+    if _READER is not None and _READER.owner == os.getpid():
+        _READER.stop()
+    _READER = None
+
+
+#: Most requests sent to the reading child and not answered yet: a few paths fit in a pipe's buffer, so
+#: the parent never blocks on sending while the child blocks on answering.
+AHEAD = 4
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_size, info.st_mtime_ns, info.st_ino
 
 
 class _ReaderProcess:
     """A forked child that reads the files it is sent, one framed request (the path's bytes) and one
-    framed answer (``encode``) at a time; it exits when its request pipe closes (the parent ended)."""
+    framed answer (``encode``) at a time, in order; it exits when its request pipe closes (the parent
+    ended). The parent keeps the requests sent and not answered (``pending``), those still to send
+    (``queue``) and answers received before they were asked for (``ready``)."""
 
     def __init__(self) -> None:
         request_read, self.requests = os.pipe()
         self.answers, answer_write = os.pipe()
         self.owner = os.getpid()
+        self.pending: collections.deque[tuple[Path, tuple | None]] = collections.deque()
+        self.queue: collections.deque[Path] = collections.deque()
+        self.ready: dict[Path, tuple[tuple | None, list[RawPart] | str]] = {}
+        self.dead = False
         self.pid = os.fork()
         if self.pid == 0:
             status = 0
@@ -346,13 +428,54 @@ class _ReaderProcess:
         os.set_inheritable(self.requests, False)
         os.set_inheritable(self.answers, False)
 
-    def read(self, path: Path, timeout: float) -> list[RawPart] | str:
-        request = os.fsencode(path)
-        try:
-            os.write(self.requests, len(request).to_bytes(8, "little") + request)
-        except OSError:  # the child is gone
-            return "crashed"
-        deadline = time.monotonic() + timeout
+    def fill(self) -> None:
+        """Send queued requests while fewer than ``AHEAD`` are unanswered."""
+        while self.queue and len(self.pending) < AHEAD and not self.dead:
+            path = self.queue.popleft()
+            request = os.fsencode(path)
+            try:
+                os.write(self.requests, len(request).to_bytes(8, "little") + request)
+            except OSError:  # the child is gone
+                self.dead = True
+                self.queue.appendleft(path)
+                return
+            self.pending.append((path, _stamp(path)))
+
+    def read(self, path: Path, timeout: float) -> list[RawPart] | str | None:
+        """The child's answer for ``path`` ("crashed" when the child died on it or ran past ``timeout``
+        seconds on it); None when it died on another file first (``dead`` is set)."""
+        stamp = _stamp(path)
+        if path in self.ready:
+            was, result = self.ready.pop(path)
+            if was == stamp:
+                return result
+        if not any(sent == path and was == stamp for sent, was in self.pending):
+            self.queue.appendleft(path)  # not asked for (or changed since): next after those in flight
+        while True:
+            self.fill()
+            if not self.pending:  # could not even send it: the child is gone
+                self.queue.remove(path)
+                return "crashed"
+            head, was = self.pending.popleft()
+            result = self._answer(time.monotonic() + timeout)
+            if result == "crashed":
+                self.dead = True
+                if head == path:
+                    return "crashed"
+                self.ready[head] = (was, "crashed")
+                return None
+            if head == path and was == stamp:
+                return result
+            if head != path:
+                self.ready[head] = (was, result)
+
+    def carry(self, dead: _ReaderProcess) -> None:
+        """Take over what a dead child had been asked for and not answered, and its early answers."""
+        self.ready.update(dead.ready)
+        self.queue.extend(path for path, _ in dead.pending)
+        self.queue.extend(dead.queue)
+
+    def _answer(self, deadline: float) -> list[RawPart] | str:
         header = self._receive(8, deadline)
         message = None if header is None else self._receive(int.from_bytes(header, "little"), deadline)
         if message is None:
@@ -472,7 +595,7 @@ def encode(result: list[RawPart] | str) -> bytes:
                     arrays[field] = [value.dtype.str, list(value.shape), offset]
                     chunks.append(value.tobytes())
                     offset += value.nbytes
-            meta.append({"name": part.name, "color": part.color,
+            meta.append({"name": part.name, "color": part.color, "unit": part.unit,
                          "texture": None if part.texture is None else str(part.texture), "arrays": arrays})
         header = {"parts": meta}
     data = json.dumps(header).encode()
@@ -501,5 +624,6 @@ def decode(data: bytes) -> list[RawPart] | str:
         parts.append(RawPart(str(item["name"]), fields["points"], fields["faces"], fields.get("normals"),
                              fields.get("uv"), fields.get("colors"),
                              None if color is None else tuple(float(c) for c in color),
-                             None if item["texture"] is None else Path(item["texture"]), fields["transform"]))
+                             None if item["texture"] is None else Path(item["texture"]), fields["transform"],
+                             float(item["unit"])))
     return parts

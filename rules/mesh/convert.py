@@ -1,4 +1,5 @@
-"""Mesh file → USD: the parts ``rules.mesh.read`` reads, authored with pxr's typed Usd API.
+"""Mesh file → USD: the parts ``rules.mesh.read.read_parts`` reads (Assimp first, trimesh as the fallback),
+authored with pxr's typed Usd API.
 
 Output (Isaac Lab's structure): ``/<name>`` Xform carrying RigidBodyAPI (``rigid_props``) and MassAPI
 (``mass_props``, whenever given as in Isaac Lab's MeshConverter: without ``rigid_props`` it acts once a
@@ -20,9 +21,10 @@ from pxr import Sdf, Usd, UsdGeom, UsdPhysics
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.usd.finite import names_the_asset
-from usdforge.rules.files import MAX_FILE_BYTES, Reference, check_model_file, check_references, model_roots
+from usdforge.rules.files import (MAX_FILE_BYTES, Reference, check_model_file, check_references, decoded_texture,
+                                  model_roots)
 from usdforge.rules.mesh.references import mesh_references
-from usdforge.rules.mesh.read import MeshPart, combined_mesh, load_parts
+from usdforge.rules.mesh.read import MeshPart, combined_mesh, read_parts
 from usdforge.rules.outputs import instanceable_meshes_path
 from usdforge.rules.usd.stage import (author_mass, author_mesh, author_preview_material, bind_material, export_stage,
                                  material_of, matrix_to_pose, new_stage, relative_asset_path, save_stage,
@@ -105,7 +107,11 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     """
     asset = Path(cfg.asset_path)
     check_mesh_files(asset, cfg.allowed_roots)
-    parts = load_parts(asset)
+    parts, _ = read_parts(asset)  # Assimp first, trimesh as the fallback
+    for part in parts:  # decoded before anything is written: the reference checks verify a PNG, no more
+        image = material_of(part.mesh)[1]
+        if image is not None:
+            decoded_texture(image, asset)
     usd_path = out_dir / cfg.usd_file_name
     usd_path.parent.mkdir(parents=True, exist_ok=True)
     stage, root = new_stage(asset.stem, usd_path)

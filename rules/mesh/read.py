@@ -1,5 +1,6 @@
 """Reading mesh files: every triangle mesh of an OBJ, STL, PLY, OFF, GLB/GLTF or DAE through trimesh
-(pycollada for DAE), FBX through the optional assimp binding. No pxr here."""
+(pycollada for DAE), FBX through the optional assimp binding; ``read_parts`` (the standalone mesh
+converter's reader) reads them with Assimp first, trimesh as the fallback. No pxr here."""
 
 from __future__ import annotations
 
@@ -69,6 +70,65 @@ def load_parts(path: Path, units: str | None = None, process: bool = True) -> li
     if not parts:
         raise ConversionError(path, "the file holds no triangle mesh")
     return parts
+
+
+def read_parts(path: Path) -> tuple[list[MeshPart], str]:
+    """``load_parts(path)`` (the file's units, trimesh's processed meshes), and which reader read them:
+    Assimp first, in the reading child (``rules.mesh.assimp_read``), for the formats it reads; trimesh
+    where it refuses or crashes on a file or a documented check says its result would differ
+    (``FALLBACK_CLASSES``: "trimesh: <reason>"). Assimp's parts become the meshes trimesh makes of the same
+    data (vertices merged alike, the file's normals and UVs, colours, material colour and diffuse map), so
+    what the converter writes does not depend on the reader beyond float rounding and vertex order
+    (``tests/test_mesh_rule.py`` compares them).
+
+    Raises ConversionError when the file is missing, unreadable, or holds no triangles.
+    """
+    from usdforge.rules.mesh.assimp_read import ASSIMP_FIRST, assimp_version, read_in_child
+
+    path = Path(path)
+    extension = path.suffix.lower().lstrip(".")
+    used = "trimesh"
+    if extension in ASSIMP_FIRST and extension in TRIMESH_FORMATS and assimp_version() != "absent" \
+            and regular_file_problem(path) is None:
+        result = read_in_child(path)
+        if not isinstance(result, str):
+            return _stl_named(path, [_trimesh_part(path, raw) for raw in result]), "assimp"
+        used = f"trimesh: {result}"
+    return _stl_named(path, load_parts(path)), used
+
+
+def _stl_named(path: Path, parts: list[MeshPart]) -> list[MeshPart]:
+    """An STL's part named after its file, whichever reader read it: trimesh names it after the text of
+    the file's header (``solid NAME``, or a binary STL's 80 bytes, which exporters fill with their own
+    name: "Exported from Blender-2.78"), Assimp after the file."""
+    if path.suffix.lower() != ".stl":
+        return parts
+    return [part._replace(name=path.name) for part in parts]
+
+
+def _trimesh_part(path: Path, raw) -> MeshPart:
+    """A part Assimp read (``assimp_read.RawPart``) as trimesh's loaders make one: a processed mesh (vertices
+    merged where position, normal and UV agree) with the file's normals, per-vertex colours or a material
+    (colour in 0-255, diffuse map decoded), in the file's units (a COLLADA unit taken back out)."""
+    visual = None
+    if raw.colors is not None:
+        visual = trimesh.visual.ColorVisuals(vertex_colors=np.round(raw.colors * 255.0).astype(np.uint8))
+    elif raw.color is not None or raw.texture is not None or raw.uv is not None:
+        image = None
+        if raw.texture is not None:
+            from usdforge.rules.files import open_texture
+
+            image = open_texture(raw.texture)
+        diffuse = None if raw.color is None else np.round(np.asarray(raw.color) * 255.0).astype(np.uint8)
+        visual = trimesh.visual.TextureVisuals(uv=raw.uv, material=trimesh.visual.material.SimpleMaterial(
+            image=image, diffuse=diffuse))
+    if path.suffix.lower() == ".stl":  # trimesh's STL loader: the facet normals, weighed into vertex normals
+        normals = {"face_normals": None if raw.normals is None else raw.normals[raw.faces[:, 0]]}
+    else:
+        normals = {"vertex_normals": raw.normals}
+    mesh = trimesh.Trimesh(raw.points, raw.faces, visual=visual, process=True, **normals)
+    transform = np.diag([1.0 / raw.unit] * 3 + [1.0]) @ raw.transform
+    return MeshPart(raw.name, mesh, transform)
 
 
 @contextmanager

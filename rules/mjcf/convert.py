@@ -33,7 +33,7 @@ from usdforge.rules.mjcf.scene import author_scene
 from usdforge.rules.mjcf.tendons import author_tendons
 from usdforge.rules.mjcf.usd import MjcfUsd
 from usdforge.rules.outputs import resolve_usd_file_name
-from usdforge.rules.robot.isaaclab_cfg import write_articulation_cfg
+from usdforge.rules.robot.isaaclab_cfg import saved_layers_held, write_articulation_cfg
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.writer import RobotUsdContext, RobotUsdOptions, unit_options, write_robot
 from usdforge.schemas.mjcf_cfg import MjcfConverterCfg
@@ -153,16 +153,17 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
                 author_scene(usd)
             messages.extend(usd.warnings)
 
-        written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes,
-                              author_extra=author_mujoco, views=unit_options(cfg, "mjcf"))
-        if cfg.articulation_cfg:
-            pose = None
-            if keyframe is not None:  # the keyframe's hinge and slide positions, in USD joint coordinates
-                qpos = usd_qpos(model, model.key_qpos[keyframe])
-                pose = {joint_prims[bodies.joint_of_jnt[j]]: float(qpos[model.jnt_qposadr[j]])
-                        for j in range(model.njnt) if int(model.jnt_type[j]) in (HINGE, SLIDE)
-                        and bodies.joint_of_jnt.get(j) in joint_prims}
-            written.append(write_articulation_cfg(Path(out_dir) / usd_file_name, pose))
+        with saved_layers_held(cfg.articulation_cfg):
+            written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes,
+                                  author_extra=author_mujoco, views=unit_options(cfg, "mjcf"))
+            if cfg.articulation_cfg:
+                pose = None
+                if keyframe is not None:  # the keyframe's hinge and slide positions, in USD joint coordinates
+                    qpos = usd_qpos(model, model.key_qpos[keyframe])
+                    pose = {joint_prims[bodies.joint_of_jnt[j]]: float(qpos[model.jnt_qposadr[j]])
+                            for j in range(model.njnt) if int(model.jnt_type[j]) in (HINGE, SLIDE)
+                            and bodies.joint_of_jnt.get(j) in joint_prims}
+                written.append(write_articulation_cfg(Path(out_dir) / usd_file_name, pose))
     for message in messages:
         warn(asset, message)
     dynamics, kept = unseen_by_engines(model)

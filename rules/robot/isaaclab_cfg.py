@@ -24,9 +24,12 @@ imports Isaac Lab 3.0 only when it is loaded; usdforge never imports it.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Iterable, Iterator
 
-from pxr import Usd, UsdPhysics
+from pxr import Sdf, Usd, UsdPhysics
 
 from usdforge.rules.outputs import articulation_cfg_file_name
 
@@ -241,6 +244,31 @@ RIGID_OBJECT_CFG = RigidObjectCfg(
     init_state=RigidObjectCfg.InitialStateCfg(pos={_literal(pos)}, rot={_literal(rot)}),
 )
 '''
+
+
+#: The layers saved inside ``saved_layers_held`` (None outside it).
+_HELD: ContextVar[list[Sdf.Layer] | None] = ContextVar("usdforge_saved_layers", default=None)
+
+
+@contextmanager
+def saved_layers_held(hold: bool = True) -> Iterator[None]:
+    """Within (``hold``): the layers a writer saves (``hold_saved``) stay open, so that
+    ``render_articulation_cfg``'s ``Usd.Stage.Open`` finds them in Sdf's layer registry instead of reading
+    the files just written back (simple_humanoid: 12 -> 6 ms, cartpole 5.5 -> 0.6 ms). Released on leaving."""
+    token = _HELD.set([] if hold else None)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+
+
+def hold_saved(layers: Iterable[Sdf.Layer]) -> None:
+    """Keep ``layers`` open until the enclosing ``saved_layers_held`` ends (nothing outside one). Only
+    layers saved from their contents: one whose file was written from other bytes (a layer restored from
+    the build cache, left empty) must be read from its file."""
+    held = _HELD.get()
+    if held is not None:
+        held.extend(layers)
 
 
 def write_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None) -> Path:

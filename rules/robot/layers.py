@@ -108,6 +108,9 @@ class RobotLayers:
                 file.write_bytes(contents[file])
             else:
                 write_layer(lambda: layer.Save(force=True), file)
+        from usdforge.rules.robot.isaaclab_cfg import hold_saved
+
+        hold_saved(layer for file, layer in layers.items() if not (contents and file in contents))
         return list(layers)
 
     def _interface(self, name: str) -> Sdf.Layer:

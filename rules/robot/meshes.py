@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -103,13 +103,17 @@ def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
                          normal_indices=normal_indices, uv=uv)
 
 
-def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray) -> MeshPart:
-    """A part of a mesh as trimesh reads it without processing, welded to one point per position: the
-    file's normals and UVs become face-varying, so welding loses none of them. Per-vertex colours keep the
-    vertices as they are."""
+def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray, source: Path) -> MeshPart:
+    """A part of a mesh as trimesh reads it from ``source`` without processing, welded to one point per
+    position: the file's normals and UVs become face-varying, so welding loses none of them. Per-vertex
+    colours keep the vertices as they are."""
     from usdforge.rules.usd.stage import material_of
 
     color, image = material_of(mesh)
+    if image is not None:
+        from usdforge.rules.files import decoded_texture
+
+        image = decoded_texture(image, source)
     points = np.asarray(mesh.vertices, dtype=float)
     faces = np.asarray(mesh.faces, dtype=np.int64)
     normals = None
@@ -171,24 +175,34 @@ def read_file(path: Path, reader: str = "auto") -> tuple[list[MeshPart], str]:
     returns no parts, only the reason, where Assimp would fall back).
     Raises ConversionError when the file is missing, unreadable, or holds no triangles.
     """
-    from usdforge.rules.files import regular_file_problem
-    from usdforge.rules.mesh.assimp_read import ASSIMP_FIRST, assimp_version, read_in_child
+    from usdforge.rules.mesh.assimp_read import read_in_child
 
     stl = path.suffix.lower() == ".stl"
     used = "trimesh"
-    if reader != "trimesh" and path.suffix.lower().lstrip(".") in ASSIMP_FIRST and assimp_version() != "absent" \
-            and regular_file_problem(path) is None:
+    if reader != "trimesh" and _assimp_reads(path):
         result = read_in_child(path)
         if not isinstance(result, str):
             # STL has no node names (trimesh names a part after the file or its header): the file's stem.
-            return [_from_assimp(path.stem if stl else raw.name, raw) for raw in result], "assimp"
+            # An STL's facet normals are dropped, as trimesh's unprocessed reading drops them.
+            return [_from_assimp(path.stem, raw._replace(normals=None)) if stl else _from_assimp(raw.name, raw)
+                    for raw in result], "assimp"
         used = f"trimesh: {result}"
         if reader == "assimp":
             return [], used
     from usdforge.rules.mesh.read import load_parts
 
     loaded = load_parts(path, units="meters", process=False)  # welded once, by _from_trimesh
-    return [_from_trimesh(path.stem if stl else part.name, part.mesh, part.transform) for part in loaded], used
+    return [_from_trimesh(path.stem if stl else part.name, part.mesh, part.transform, path)
+            for part in loaded], used
+
+
+def _assimp_reads(path: Path) -> bool:
+    """Whether ``read_file`` asks Assimp (the reading child) for ``path`` first."""
+    from usdforge.rules.files import regular_file_problem
+    from usdforge.rules.mesh.assimp_read import ASSIMP_FIRST, assimp_version
+
+    return path.suffix.lower().lstrip(".") in ASSIMP_FIRST and assimp_version() != "absent" \
+        and regular_file_problem(path) is None
 
 
 #: The build cache meshes are read through (``pipeline.cache.Store``: get_entry, put_entry, record) and the
@@ -342,6 +356,25 @@ class MeshLibrary:
 
     def _read_file(self, path: Path) -> list[MeshPart]:
         return read_file(path)[0]
+
+    def read_ahead(self, paths: Iterable[Path]) -> None:
+        """Ask the reading child now for the files of ``paths`` (in this order) that ``parts`` will have
+        Assimp read (not read yet, not in the build cache), so that it reads each while this process
+        welds and authors the ones before (``rules.mesh.assimp_read.request_ahead``). Reading them
+        later gives the same parts; a file not read later costs the child a read and its answer is kept
+        until it is (a changed file is read again)."""
+        from usdforge.rules.mesh.assimp_read import request_ahead
+
+        active = _MESH_CACHE.get()
+        wanted = []
+        for path in dict.fromkeys(Path(p) for p in paths):
+            if path in self._files or not _assimp_reads(path):
+                continue
+            if active is not None and active[0].entry(mesh_key(path, active[1])) is not None:
+                continue  # restored from the build cache, not read
+            wanted.append(path)
+        if wanted:
+            request_ahead(wanted)
 
     def _file_parts(self, path: Path) -> list[MeshPart]:
         cached = self._files.get(path)

@@ -23,7 +23,7 @@ from usdforge.rules.files import check_references, describe_element, model_roots
 from usdforge.rules.outputs import resolve_usd_file_name
 from usdforge.rules.robot.inertia import balance_inertia, resolve_massless
 from usdforge.rules.robot.intermediate import cached_read
-from usdforge.rules.robot.isaaclab_cfg import write_articulation_cfg
+from usdforge.rules.robot.isaaclab_cfg import saved_layers_held, write_articulation_cfg
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.merge import merge_fixed_joints, owner_of
 from usdforge.rules.robot.model import Geometry, Link, Robot, Shape
@@ -196,9 +196,10 @@ def convert(cfg: UrdfConverterCfg, out_dir: Path) -> list[Path]:
     robot = robot_from_urdf(cfg, meshes)
     usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
     options = RobotUsdOptions.from_cfg(cfg)
-    written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes, views=unit_options(cfg, "urdf"))
-    if cfg.articulation_cfg:
-        written.append(write_articulation_cfg(Path(out_dir) / usd_file_name))
+    with saved_layers_held(cfg.articulation_cfg):
+        written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes, views=unit_options(cfg, "urdf"))
+        if cfg.articulation_cfg:
+            written.append(write_articulation_cfg(Path(out_dir) / usd_file_name))
     return written
 
 

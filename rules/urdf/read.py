@@ -61,6 +61,7 @@ def read_urdf(path: str | Path, packages: dict[str, str] | None = None,
     if not root.get("name"):
         src.warn(f"<robot> has no name; using '{robot.name}'", root)
     read_global_materials(src, root)
+    src.meshes.read_ahead(_mesh_files(src, root))
     links, link_elements = _read_links(src, root)
     joints, joint_elements = _read_joints(src, root, links)
     _robot_custom(src, root, robot)
@@ -70,6 +71,25 @@ def read_urdf(path: str | Path, packages: dict[str, str] | None = None,
     check_mimics(src, robot, joint_elements)
     src.notes.flush()
     return robot
+
+
+def _mesh_files(src: UrdfSource, root: etree._Element) -> list[Path]:
+    """The existing mesh files the links' shapes name, in the order ``_read_links`` reads them (each
+    shape's problems are reported there, when it is read)."""
+    from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
+
+    files = []
+    for link in root.findall("link"):
+        for kind in ("visual", "collision"):
+            for mesh in link.findall(f"{kind}/geometry/mesh"):
+                try:
+                    path = resolve_uri(mesh.get("filename") or "", src.folder, src.packages, src.tree_root,
+                                       src.allowed)
+                except UnresolvedUri:
+                    continue
+                if path.is_file():
+                    files.append(path)
+    return files
 
 
 def _read_links(src: UrdfSource, root: etree._Element) -> tuple[dict[str, Link], dict[str, etree._Element]]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -168,6 +167,7 @@ def _run_bounded(command: list[str], request: bytes, timeout_s: float, max_bytes
     than ``max_bytes`` (stdout None then), so the parent never holds more than that, once; the status is
     None when it ran past ``timeout_s`` (killed)."""
     import io
+    import subprocess  # here: a URDF without xacro never starts a process (subprocess imports signal, selectors)
 
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                cwd=cwd)
