@@ -10,7 +10,7 @@ packages = { my_robot = "../robots/my_robot" }   # URDF package:// roots (and xa
 xacro_args = { ur_type = "ur5e" }   # arguments of a .xacro source
 ee_body = "hand"                    # optional: end-effector body, for `doit ik`
 ik = { num_targets = 1024 }         # optional: settings of the IK study (IkStudyCfg: ee_bodies, weights,
-                                    #   num_seeds, collision, collision_margin, ...)
+                                    #   num_seeds, collision, collision_margin, collision_pairs, ...)
 [assets.cfg]                        # overrides of the converter cfg's fields
 mass_props = { mass = 2.0 }
 ```
@@ -60,6 +60,10 @@ class IkStudyCfg:
     num_seeds: starts per target from the rest pose, solved in parallel. Default 1.
     collision: self-collision avoidance with capsules fitted to the USD's colliders. Default False.
     collision_margin: distance kept between the capsules of checked link pairs, metres. Default 0.005.
+    collision_pairs: which link pairs to keep apart, as ``[[links_a, links_b], ...]`` (source link
+        names): a pair is checked when one link is in ``links_a`` and the other in ``links_b`` of some
+        entry, e.g. ``[[["left_elbow_link"], ["right_elbow_link", "torso_link"]]]``. Adjacent, rigidly
+        joined and touching-at-rest pairs stay excluded. Default None: every pair of links with colliders.
     """
 
     num_targets: int = 4096
@@ -74,6 +78,7 @@ class IkStudyCfg:
     num_seeds: int = 1
     collision: bool = False
     collision_margin: float = 0.005
+    collision_pairs: list[list[list[str]]] | None = None
 
 
 @attrs.frozen(kw_only=True)
