@@ -222,7 +222,8 @@ def main(args) -> None:
     model = fit_self_collision(usd, kin, margin=0.005, between=FRANKA_PAIRS)
 
     pk_runs, pk_fk = pyroki_runs(targets, q0, FRANKA_PAIRS)
-    runs = pk_runs | usdforge_runs(kin, jnp.asarray(targets, jnp.float32), jnp.asarray(q0, jnp.float32), model)
+    # usdforge's rows first (the cheap ones), then PyRoKi's, then mink's: a run cut short keeps the most.
+    runs = usdforge_runs(kin, jnp.asarray(targets, jnp.float32), jnp.asarray(q0, jnp.float32), model) | pk_runs
     m = min(args.mink_targets, n)
     runs |= mink_runs(SHARED / SOURCES["franka_emika_panda"], kin.joint_names, targets[:m], FRANKA_PAIRS)
 

@@ -43,6 +43,16 @@ def _valid_kind(instance: Any, attribute: Any, value: str | None) -> None:
         raise FieldValueError(attribute.name, f"expected one of {', '.join(KINDS)}, found {value!r}")
 
 
+def _link_pairs(instance: Any, attribute: Any, value: list | None) -> None:
+    """``[[links_a, links_b], ...]``: each entry two non-empty lists of link names."""
+    if value is None:
+        return
+    for entry in value:
+        if len(entry) != 2 or not all(group and all(isinstance(n, str) for n in group) for group in entry):
+            raise FieldValueError(attribute.name, f"expected [[links_a, links_b], ...] (two lists of link names "
+                                                  f"per entry), found {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class IkStudyCfg:
     """The seeded IK study ``doit ik`` runs on an entry that names an ``ee_body`` (see solvers.ik_report).
@@ -78,7 +88,7 @@ class IkStudyCfg:
     num_seeds: int = 1
     collision: bool = False
     collision_margin: float = 0.005
-    collision_pairs: list[list[list[str]]] | None = None
+    collision_pairs: list[list[list[str]]] | None = attrs.field(default=None, validator=_link_pairs)
 
 
 @attrs.frozen(kw_only=True)

@@ -99,7 +99,8 @@ def solve_ik(
     ``max_step`` (radians or metres), if given, scales each step down so that no joint moves more than
     that per iteration. ``num_seeds`` > 1 solves each target from that many starts in parallel: q0 and
     configurations of a low-discrepancy sequence within the limits (offset per target from ``seed``);
-    the first seed to converge is returned, else the one with the smallest error. ``restart_after``, if
+    the first seed to converge is returned, else the one with the smallest error (with ``collision``: of
+    the seeds whose checked capsules are apart, where any are). ``restart_after``, if
     given, re-seeds a start whose error (pos/pos_tol + rot/rot_tol) has not dropped by 5 % within that
     many iterations, from the next configuration of that sequence: a local method from one start cannot
     leave a basin that joint limits close off. Returns q (N, J) and :class:`IKInfo`.
@@ -304,8 +305,12 @@ def _solve_impl(
             return it + 1, q, errs, pe, re, ok, done | jnp.any(ok, axis=0), count, best, stall, restarts
 
         _, q, _, pe, re, ok, _, count, _, _, restarts = lax.while_loop(cond, body, state)
-        # Per target: the first converged seed, else the one with the smallest error.
-        pick = jnp.argmin(jnp.where(ok, -1.0, pe / pos_tol + re / rot_tol), axis=0)  # (n,)
+        # Per target: the first converged seed, else the one with the smallest error -- with collision
+        # avoidance, the smallest error among the seeds whose capsules are apart, if any are.
+        score = pe / pos_tol + re / rot_tol
+        if collision is not None:
+            score = score + jnp.where(collision.clearance(kin, q) < 0.0, 1e12, 0.0)
+        pick = jnp.argmin(jnp.where(ok, -1.0, score), axis=0)  # (n,)
         take = lambda a: jnp.take_along_axis(a, pick[None], axis=0)[0]  # noqa: E731
         q_best = jnp.take_along_axis(q, pick[None, None], axis=1)[:, 0]
         clearance = collision.clearance(kin, q_best) if collision is not None else jnp.full((n,), jnp.inf, q.dtype)

@@ -128,9 +128,12 @@ def test_colliding_configurations_are_solved_without_collision(franka):
 def test_ik_report_with_several_end_effectors_and_collision(franka, tmp_path):
     usd, _, _, _ = franka
     report = ik_report(usd, "hand", num_targets=16, iterations=20, home_iterations=40, ee_bodies=["link4"],
-                       weights=[1.0, 0.5], num_seeds=2, collision=True)
+                       weights=[1.0, 0.5], num_seeds=2, collision=True, collision_pairs=[(["link0", "link1"], ["hand"])])
     json.dumps(report)
     assert report["ee_bodies"] == ["hand", "link4"] and report["collision"]["capsules"] > 10
+    # Only the chosen pairs are checked (the doit ik cfg's collision_pairs; few pairs also compile fast).
+    assert sorted(sorted(p) for p in report["collision"]["body_pairs"]) == [["hand", "link0"], ["hand", "link1"]]
+    assert len(franka[3].body_pairs) > 2  # the default checks more
     for run in report["runs"].values():
         assert 0.0 <= run["limits"]["at_limit_rate"] <= 1.0
         assert set(run["limits"]["per_joint_rate"]) == {f"joint{i}" for i in range(1, 8)}
