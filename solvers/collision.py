@@ -13,10 +13,12 @@ other), or touch at the rest pose (their collider surfaces closer than ``rest_ga
 with all joints at zero). Of a checked pair, the capsule pairs that overlap (within the margin) at rest are left out
 too: the cover's excess would otherwise put every configuration in collision.
 
-In :func:`solvers.solve_ik`, :class:`SelfCollision` adds one least-squares row per checked body pair:
-``r = sqrt(Σ max(0, margin − d)²)`` over its capsule pairs, with d the surface distance of two capsules
-(segment distance minus radii), and its gradient by forward-mode differentiation of the link FK. A
-solution counts as converged only where no two checked capsules overlap (clearance ≥ 0); the margin keeps them apart while solving.
+In :func:`solvers.solve_ik`, each iteration computes every checked capsule pair's surface distance d
+(segment distance minus radii), reduced per body pair in one fused pass per block shape
+(:meth:`SelfCollision.group_distances`), and adds least-squares rows for the closest capsule pairs of
+the ``active_pairs`` (8) nearest body pairs: row ∂d/∂q (analytic, from the closest points) and error
+margin − d where d < margin. A solution counts as converged only where no two checked capsules overlap
+(clearance ≥ 0); the margin keeps them apart while solving.
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ class SelfCollision:
     segment in its body's frame (equal for a sphere), ``radii`` (S,), ``capsule_body`` (S,) index into
     ``kin.body_names``, ``pair_a``/``pair_b`` (P,) capsule indices, ``pair_group`` (P,) index of the
     body pair, ``margin`` (m) and ``weight`` (of the rows, relative to frame tasks of weight 1). Static:
-    ``body_pairs`` (G names), ``cover_error`` per body with capsules.
+    ``body_pairs`` (G names), ``cover_error`` per body with capsules, ``blocks`` (G (i0, i1, j0, j1): the
+    capsule ranges of each body pair) with ``block_masks`` (the capsule pairs of a block that are
+    checked, row-major), ``active_pairs`` (body pairs that get rows per iteration).
     """
 
     ends_a: Array

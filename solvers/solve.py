@@ -3,7 +3,7 @@
 Several end-effectors are solved at once by stacking their task rows (each scaled by the square root of
 its weight) into one task Jacobian; an optional posture task adds ``sqrt(w) · I`` rows pulling toward a
 reference configuration, and self-collision avoidance (:mod:`solvers.collision`) adds one row per
-checked link pair whose capsules come closer than its margin. Each target can start from several seeds at once (an extra batch
+capsule pair closer than its margin, for the closest pair of each of the 8 nearest checked link pairs. Each target can start from several seeds at once (an extra batch
 axis), and keeps the first seed that converges.
 """
 
@@ -304,16 +304,18 @@ def _solve_impl(
             # A target is done once any of its seeds has converged: its other seeds stop too.
             return it + 1, q, errs, pe, re, ok, done | jnp.any(ok, axis=0), count, best, stall, restarts
 
-        _, q, _, pe, re, ok, _, count, _, _, restarts = lax.while_loop(cond, body, state)
+        _, q, errs, pe, re, ok, _, count, _, _, restarts = lax.while_loop(cond, body, state)
         # Per target: the first converged seed, else the one with the smallest error -- with collision
         # avoidance, the smallest error among the seeds whose capsules are apart, if any are.
         score = pe / pos_tol + re / rot_tol
+        clear = jnp.full(score.shape, jnp.inf, q.dtype)
         if collision is not None:
-            score = score + jnp.where(collision.clearance(kin, q) < 0.0, 1e12, 0.0)
+            clear = jnp.min(errs[3], axis=0)  # the body pairs' distances at the final q, from evaluate
+            score = score + jnp.where(clear < 0.0, 1e12, 0.0)
         pick = jnp.argmin(jnp.where(ok, -1.0, score), axis=0)  # (n,)
         take = lambda a: jnp.take_along_axis(a, pick[None], axis=0)[0]  # noqa: E731
         q_best = jnp.take_along_axis(q, pick[None, None], axis=1)[:, 0]
-        clearance = collision.clearance(kin, q_best) if collision is not None else jnp.full((n,), jnp.inf, q.dtype)
+        clearance = take(clear)
         return q_best, take(pe), take(re), take(ok), take(count), take(restarts), pick.astype(jnp.int32), clearance
 
     # Chunks keep each loop's working set in cache and let a chunk stop as soon as its targets converge.
