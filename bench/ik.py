@@ -246,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--targets", type=int, default=1000, help="--versus: batch of pose targets")
     parser.add_argument("--mink-targets", type=int, default=200, help="--versus: targets mink solves (serial)")
     parser.add_argument("--seed", type=int, default=0, help="--versus: targets and PyRoKi's extra starts")
+    parser.add_argument("--only-usdforge", default=None, metavar="LABEL",
+                        help="--versus: only usdforge's runs whose label contains LABEL (e.g. '50 it.')")
     args = parser.parse_args(argv)
     if args.versus:
         import ik_versus  # noqa: PLC0415 - needs pyroki and mink, from its own venv

@@ -12,7 +12,8 @@ configurations within the limits, solved from q0 = 0 clamped into the limits):
 * ``h1-arms`` / ``h1-arms-pose``: both elbow links at once (9 joints), position / pose targets;
 * ``franka-collision`` / ``h1-collision``: pose (franka hand) / position (h1 both arms) targets with
   self-collision avoidance off and on (capsules from the USD colliders, 5 mm margin; the checked pairs
-  are ``FRANKA_PAIRS`` / ``H1_PAIRS``: arm vs hand and fingers, arms vs torso and legs).
+  are ``FRANKA_PAIRS`` / ``H1_PAIRS``: arm vs hand and fingers, arms vs torso and legs and left arm vs
+  right arm).
 
 Every solution is checked with MuJoCo's own model of the source: ``mj_kinematics`` for the end-effector
 poses (success = within 1 mm and 1e-3 rad), and ``mj_fwdPosition``'s contacts for self-collision (a
@@ -47,9 +48,12 @@ SOURCES = {"unitree_h1": "mjcf/unitree_h1/h1.xml", "franka_emika_panda": "mjcf/f
 _FINGERS = ["hand", "left_finger", "right_finger"]
 FRANKA_PAIRS = [(["link0", "link1", "link2", "link3", "link4"], ["link7", *_FINGERS]),
                 (["link0", "link1", "link2"], ["link5", "link6"])]
-_H1_ARMS = [f"{s}_{p}_link" for s in ("left", "right") for p in ("shoulder_roll", "shoulder_yaw", "elbow")]
+_H1_ARM = {s: [f"{s}_{p}_link" for p in ("shoulder_roll", "shoulder_yaw", "elbow")] for s in ("left", "right")}
+_H1_ARMS = _H1_ARM["left"] + _H1_ARM["right"]
+# Arms against torso and legs, and the left arm against the right (MuJoCo counts those contacts too).
 H1_PAIRS = [(_H1_ARMS, ["torso_link"] + [f"{s}_{p}_link" for s in ("left", "right")
-                                                  for p in ("hip_yaw", "hip_roll", "hip_pitch", "knee", "ankle")])]
+                                                  for p in ("hip_yaw", "hip_roll", "hip_pitch", "knee", "ankle")]),
+            (_H1_ARM["left"], _H1_ARM["right"])]
 # Solved to half the checked tolerance: float32 FK differs from MuJoCo's float64 by up to ~1e-5 rad, and a
 # solution right at 1e-3 would be judged by that rounding.
 SOLVE = dict(iterations=200, pos_tol=5e-4, rot_tol=5e-4, max_step=0.5, restart_after=5, num_seeds=16)

@@ -4,6 +4,7 @@ Usage::
 
     python bench/ik.py --versus                     # 1,000 targets; mink on the first 200
     python bench/ik.py --versus --targets 200 --mink-targets 50 --rounds 3
+    python bench/ik.py --versus --only-usdforge "50 it."    # only usdforge's rows with that label
 
 PyRoKi (the registry's ``almond-pyroki`` 0.1.1, module ``pyroki``) and mink 1.3.0 are not usdforge
 dependencies: the first run makes ``build/venv-ik-bench`` (a venv over the system site-packages, so it
@@ -17,7 +18,7 @@ MuJoCo's contacts on the same model (pairs in contact at rest excluded), for the
 
 * **usdforge**: the corpus MJCF converted to USD, ``solve_ik`` (dls, 200 iterations, solved to 5e-4 as
   ``bench/ik_tasks.py``), once from q0 alone and once with 16 starts and restarts (its default for these
-  tasks); collision: capsules fitted to the USD's colliders, 5 mm margin, the pairs ``FRANKA_PAIRS``.
+  tasks), and with collision on also 16 starts capped at 50 iterations; collision: capsules fitted to the USD's colliders, 5 mm margin, the pairs ``FRANKA_PAIRS``.
 * **PyRoKi**: the corpus Franka URDF (example-robot-data's ``panda.urdf``, the same kinematics: the bench
   prints the largest FK difference), its documented IK recipe (``pose_cost_analytic_jac`` with position
   weight 50 and orientation weight 10, ``limit_cost`` 100, Levenberg–Marquardt with a dense Cholesky, up
@@ -90,9 +91,13 @@ def usdforge_runs(kin, targets, q0, collision_model):
     from ik_tasks import SOLVE
 
     runs = {}
-    for label, extra in (("usdforge q0", {"num_seeds": 1, "restart_after": None}),
-                         (f"usdforge {NUM_SEEDS} starts", {"num_seeds": NUM_SEEDS})):
-        for col in (None, collision_model):
+    for label, extra, cols in (
+            ("usdforge q0", {"num_seeds": 1, "restart_after": None}, (None, collision_model)),
+            (f"usdforge {NUM_SEEDS} starts", {"num_seeds": NUM_SEEDS}, (None, collision_model)),
+            # Collision on, capped at 50 iterations: a target that has not converged by then rarely does,
+            # and with collision rows its chunk pays for all 200.
+            (f"usdforge {NUM_SEEDS} st. 50 it.", {"num_seeds": NUM_SEEDS, "iterations": 50}, (collision_model,))):
+        for col in cols:
             settings = SOLVE | extra
             runs[(label, col is not None)] = {"solve": lambda settings=settings, col=col: np.asarray(
                 jax.block_until_ready(solve_ik(kin, targets, q0, collision=col, **settings))[0])}
@@ -221,20 +226,25 @@ def main(args) -> None:
     q0 = np.clip(np.zeros(kin.num_joints), np.asarray(kin.lower), np.asarray(kin.upper))
     model = fit_self_collision(usd, kin, margin=0.005, between=FRANKA_PAIRS)
 
-    pk_runs, pk_fk = pyroki_runs(targets, q0, FRANKA_PAIRS)
-    runs = pk_runs | usdforge_runs(kin, jnp.asarray(targets, jnp.float32), jnp.asarray(q0, jnp.float32), model)
+    # usdforge's rows first (the cheap ones), then PyRoKi's, then mink's: a run cut short keeps the most.
+    runs = usdforge_runs(kin, jnp.asarray(targets, jnp.float32), jnp.asarray(q0, jnp.float32), model)
+    if args.only_usdforge:
+        runs = {k: v for k, v in runs.items() if args.only_usdforge in k[0]}
+    else:
+        pk_runs, pk_fk = pyroki_runs(targets, q0, FRANKA_PAIRS)
+        runs |= pk_runs
     m = min(args.mink_targets, n)
-    runs |= mink_runs(SHARED / SOURCES["franka_emika_panda"], kin.joint_names, targets[:m], FRANKA_PAIRS)
-
-    # Same kinematics? PyRoKi's URDF hand against MuJoCo's MJCF hand at the true configurations.
-    fk = pk_fk(q_true)
-    fk_diff = np.abs(fk[:, 4:] - targets[:, :3]).max()
-    rot_diff = np.abs(np.abs(np.sum(fk[:, :4] * targets[:, 3:], axis=1)) - 1).max()
+    if not args.only_usdforge:
+        runs |= mink_runs(SHARED / SOURCES["franka_emika_panda"], kin.joint_names, targets[:m], FRANKA_PAIRS)
+        # Same kinematics? PyRoKi's URDF hand against MuJoCo's MJCF hand at the true configurations.
+        fk = pk_fk(q_true)
+        fk_diff = np.abs(fk[:, 4:] - targets[:, :3]).max()
+        rot_diff = np.abs(np.abs(np.sum(fk[:, :4] * targets[:, 3:], axis=1)) - 1).max()
+        print(f"# PyRoKi's URDF vs the MJCF: hand position differs by at most {fk_diff:.1e} m, |<q1,q2>|-1 {rot_diff:.1e}")
 
     print(f"# jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} cpus; {n} Franka hand pose "
           f"targets (mink: first {m}), from q0; success = MuJoCo FK within 1 mm and 1e-3 rad; collision = "
           "a MuJoCo contact between robot bodies not in contact at rest; solve s = median of the timed calls after the first")
-    print(f"# PyRoKi's URDF vs the MJCF: hand position differs by at most {fk_diff:.1e} m, |<q1,q2>|-1 {rot_diff:.1e}")
     print(f"{'solver':22s} {'collision':9s} {'targets/s':>10s} {'solve s':>8s} {'first s':>8s} {'success':>8s} "
           f"{'in coll.':>8s} {'ok+free':>8s} {'load':>5s}", flush=True)
     rows = []

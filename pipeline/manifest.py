@@ -10,7 +10,7 @@ packages = { my_robot = "../robots/my_robot" }   # URDF package:// roots (and xa
 xacro_args = { ur_type = "ur5e" }   # arguments of a .xacro source
 ee_body = "hand"                    # optional: end-effector body, for `doit ik`
 ik = { num_targets = 1024 }         # optional: settings of the IK study (IkStudyCfg: ee_bodies, weights,
-                                    #   num_seeds, collision, collision_margin, ...)
+                                    #   num_seeds, collision, collision_margin, collision_pairs, ...)
 [assets.cfg]                        # overrides of the converter cfg's fields
 mass_props = { mass = 2.0 }
 ```
@@ -43,6 +43,16 @@ def _valid_kind(instance: Any, attribute: Any, value: str | None) -> None:
         raise FieldValueError(attribute.name, f"expected one of {', '.join(KINDS)}, found {value!r}")
 
 
+def _link_pairs(instance: Any, attribute: Any, value: list | None) -> None:
+    """``[[links_a, links_b], ...]``: each entry two non-empty lists of link names."""
+    if value is None:
+        return
+    for entry in value:
+        if len(entry) != 2 or not all(group and all(isinstance(n, str) for n in group) for group in entry):
+            raise FieldValueError(attribute.name, f"expected [[links_a, links_b], ...] (two lists of link names "
+                                                  f"per entry), found {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class IkStudyCfg:
     """The seeded IK study ``doit ik`` runs on an entry that names an ``ee_body`` (see solvers.ik_report).
@@ -60,6 +70,10 @@ class IkStudyCfg:
     num_seeds: starts per target from the rest pose, solved in parallel. Default 1.
     collision: self-collision avoidance with capsules fitted to the USD's colliders. Default False.
     collision_margin: distance kept between the capsules of checked link pairs, metres. Default 0.005.
+    collision_pairs: which link pairs to keep apart, as ``[[links_a, links_b], ...]`` (source link
+        names): a pair is checked when one link is in ``links_a`` and the other in ``links_b`` of some
+        entry, e.g. ``[[["left_elbow_link"], ["right_elbow_link", "torso_link"]]]``. Adjacent, rigidly
+        joined and touching-at-rest pairs stay excluded. Default None: every pair of links with colliders.
     """
 
     num_targets: int = 4096
@@ -74,6 +88,7 @@ class IkStudyCfg:
     num_seeds: int = 1
     collision: bool = False
     collision_margin: float = 0.005
+    collision_pairs: list[list[list[str]]] | None = attrs.field(default=None, validator=_link_pairs)
 
 
 @attrs.frozen(kw_only=True)

@@ -13,10 +13,12 @@ other), or touch at the rest pose (their collider surfaces closer than ``rest_ga
 with all joints at zero). Of a checked pair, the capsule pairs that overlap (within the margin) at rest are left out
 too: the cover's excess would otherwise put every configuration in collision.
 
-In :func:`solvers.solve_ik`, :class:`SelfCollision` adds one least-squares row per checked body pair:
-``r = sqrt(Σ max(0, margin − d)²)`` over its capsule pairs, with d the surface distance of two capsules
-(segment distance minus radii), and its gradient by forward-mode differentiation of the link FK. A
-solution counts as converged only where no two checked capsules overlap (clearance ≥ 0); the margin keeps them apart while solving.
+In :func:`solvers.solve_ik`, each iteration computes every checked capsule pair's surface distance d
+(segment distance minus radii), reduced per body pair in one fused pass per block shape
+(:meth:`SelfCollision.group_distances`), and adds least-squares rows for the closest capsule pairs of
+the ``active_pairs`` (8) nearest body pairs: row ∂d/∂q (analytic, from the closest points) and error
+margin − d where d < margin. A solution counts as converged only where no two checked capsules overlap
+(clearance ≥ 0); the margin keeps them apart while solving.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import Array
+from jax import Array, lax
 
 from .forward import tree_kernel
 from .kinematics import Kinematics
@@ -62,7 +64,9 @@ class SelfCollision:
     segment in its body's frame (equal for a sphere), ``radii`` (S,), ``capsule_body`` (S,) index into
     ``kin.body_names``, ``pair_a``/``pair_b`` (P,) capsule indices, ``pair_group`` (P,) index of the
     body pair, ``margin`` (m) and ``weight`` (of the rows, relative to frame tasks of weight 1). Static:
-    ``body_pairs`` (G names), ``cover_error`` per body with capsules.
+    ``body_pairs`` (G names), ``cover_error`` per body with capsules, ``blocks`` (G (i0, i1, j0, j1): the
+    capsule ranges of each body pair) with ``block_masks`` (the capsule pairs of a block that are
+    checked, row-major), ``active_pairs`` (body pairs that get rows per iteration).
     """
 
     ends_a: Array
@@ -76,6 +80,9 @@ class SelfCollision:
     weight: Array
     body_pairs: tuple[tuple[str, str], ...]
     cover_error: tuple[tuple[str, CoverError], ...]
+    blocks: tuple[tuple[int, int, int, int], ...] = ()
+    block_masks: tuple[tuple[bool, ...], ...] = ()
+    active_pairs: int = 8
 
     @property
     def num_capsules(self) -> int:
@@ -99,35 +106,136 @@ class SelfCollision:
         rad = (self.radii[self.pair_a] + self.radii[self.pair_b]).reshape((-1,) + (1,) * (q.ndim - 1))
         return gap - rad
 
+    def _blocks(self, kin: Kinematics, q: Array):
+        """The checked capsule pairs block by block. A body pair's capsule pairs are a dense block (its two
+        bodies' capsules, those overlapping at rest masked out); blocks of one shape (ni, nj) are computed
+        together and reduced in one fused pass, so no (P, ...) array of every pair's distance is stored
+        and the traced program has one copy of the distance code per block shape.
+
+        Yields per shape: surface distances (Gs, ni · nj, ...) (+inf where left out), the blocks' positions
+        in ``blocks`` (Gs,), their first capsule indices (Gs,), (Gs,) and nj.
+        """
+        a, b = self.capsule_ends(kin, q)
+        a, b = jnp.moveaxis(a, 1, 0), jnp.moveaxis(b, 1, 0)  # (3, S, ...): components first
+        batch = q.shape[1:]
+        shapes: dict[tuple[int, int], list[int]] = {}
+        for g, (i0, i1, j0, j1) in enumerate(self.blocks):
+            shapes.setdefault((i1 - i0, j1 - j0), []).append(g)
+        for (ni, nj), groups in shapes.items():
+            first_i = np.array([self.blocks[g][0] for g in groups])
+            first_j = np.array([self.blocks[g][2] for g in groups])
+
+            def side(ends: Array, first: np.ndarray, count: int, axis: int) -> Array:
+                """(3, Gs, ni, 1, ...) or (3, Gs, 1, nj, ...): the blocks' capsules, sliced (no gather)."""
+                return jnp.expand_dims(jnp.stack([ends[:, f:f + count] for f in first], axis=1), axis)
+
+            _, _, gap = _closest(side(a, first_i, ni, 3), side(b, first_i, ni, 3), side(a, first_j, nj, 2),
+                                 side(b, first_j, nj, 2), axis=0)
+            dist = jnp.sqrt(gap[0] * gap[0] + gap[1] * gap[1] + gap[2] * gap[2] + 1e-18)  # (Gs, ni, nj, ...)
+            ri = np.stack([np.arange(f, f + ni) for f in first_i])
+            rj = np.stack([np.arange(f, f + nj) for f in first_j])
+            lead = (1,) * len(batch)
+            rad = (self.radii[ri][:, :, None] + self.radii[rj][:, None, :]).reshape((len(groups), ni, nj) + lead)
+            keep = np.stack([np.asarray(self.block_masks[g], bool).reshape(ni, nj) for g in groups])
+            d = jnp.where(keep.reshape(keep.shape + lead), dist - rad, jnp.inf)
+            yield d.reshape((len(groups), ni * nj) + batch), np.array(groups), first_i, first_j, nj
+
+    def group_distances(self, kin: Kinematics, q: Array) -> Array:
+        """Per checked body pair, the surface distance (G, ...) of its closest capsule pair at q (J, ...)."""
+        parts, order = [], []
+        for d, groups, *_ in self._blocks(kin, q):
+            parts.append(jnp.min(d, axis=1))
+            order.append(groups)
+        return jnp.concatenate(parts)[np.argsort(np.concatenate(order))]
+
     def clearance(self, kin: Kinematics, q: Array) -> Array:
         """Smallest pair distance (...) for q (J, ...); +inf when no pair is checked."""
-        if self.pair_a.shape[0] == 0:
+        if not self.blocks:
             return jnp.full(q.shape[1:], jnp.inf, q.dtype)
-        return jnp.min(self.pair_distances(kin, q), axis=0)
+        return jnp.min(self.group_distances(kin, q), axis=0)
 
-    def penalty(self, kin: Kinematics, q: Array) -> Array:
-        """Σ max(0, margin − d)² per body pair (G, ...)."""
-        pen = jnp.maximum(self.margin - self.pair_distances(kin, q), 0.0)
-        return jax.ops.segment_sum(pen * pen, self.pair_group, num_segments=len(self.body_pairs))
+    def nearest(self, kin: Kinematics, q: Array, distances: Array | None = None) -> tuple[Array, Array]:
+        """Capsule indices (K, ...), (K, ...) of the closest capsule pairs of the K = min(``active_pairs``,
+        G) closest body pairs at q; ``distances``: :meth:`group_distances` at q, if already known."""
+        if distances is None:
+            distances = self.group_distances(kin, q)
+        cap_a, cap_b, order = [], [], []
+        for d, groups, first_i, first_j, nj in self._blocks(kin, q):
+            # The index of each block's minimum as an integer min-reduction (XLA:CPU fuses and vectorises
+            # it; an argmin's variadic reduction costs 9 times the distances themselves).
+            best = distances[groups][:, None]
+            iota = jnp.arange(d.shape[1], dtype=jnp.int32).reshape((1, -1) + (1,) * (d.ndim - 2))
+            k = jnp.minimum(jnp.min(jnp.where(d <= best, iota, d.shape[1]), axis=1), d.shape[1] - 1)
+            lead = (-1,) + (1,) * (d.ndim - 2)
+            cap_a.append(jnp.asarray(first_i, jnp.int32).reshape(lead) + k // nj)
+            cap_b.append(jnp.asarray(first_j, jnp.int32).reshape(lead) + k % nj)
+            order.append(groups)
+        back = np.argsort(np.concatenate(order))
+        cap_a_, cap_b_ = jnp.concatenate(cap_a)[back], jnp.concatenate(cap_b)[back]
+        k = min(self.active_pairs, int(distances.shape[0]))
+        _, idx = lax.top_k(jnp.moveaxis(-distances, 0, -1), k)
+        idx = jnp.moveaxis(idx, -1, 0)
+        return jnp.take_along_axis(cap_a_, idx, axis=0), jnp.take_along_axis(cap_b_, idx, axis=0)
 
-    def rows(self, kin: Kinematics, q: Array) -> tuple[Array, Array]:
-        """Least-squares rows (G, J, ...) and errors (G, ...) pushing apart the pairs within the margin."""
-        n_joints = q.shape[0]
-        value, lin = jax.linearize(lambda x: self.penalty(kin, x), q)
-        eye = jnp.eye(n_joints, dtype=q.dtype).reshape((n_joints, n_joints) + (1,) * (q.ndim - 1))
-        grad = jax.vmap(lin)(jnp.broadcast_to(eye, (n_joints,) + q.shape))  # (J, G, ...)
-        active = value > 0
-        r = jnp.sqrt(jnp.where(active, value, 1.0))
+    def rows(self, kin: Kinematics, q: Array, pairs: tuple[Array, Array] | None = None) -> tuple[Array, Array]:
+        """Least-squares rows (K, J, ...) and errors (K, ...) pushing apart the capsule pairs ``pairs``
+        (capsule indices (K, ...), (K, ...); default: :meth:`nearest` at q) that are within the margin:
+        row ∂d/∂q and error margin − d, both times sqrt(weight); zero for a pair farther apart.
+
+        ∂d/∂q is analytic: with the closest points p_a, p_b of the two segments and n their unit
+        direction, ∂d/∂q = n · (∂p_a/∂q − ∂p_b/∂q) at fixed segment parameters (the parameters are a
+        minimiser, so their own change does not enter to first order). The point derivatives come from
+        the link poses' derivatives (forward mode through the tree FK, one tangent per joint), gathered
+        per selected pair.
+        """
+        if pairs is None:
+            pairs = self.nearest(kin, q)
+        cap_a, cap_b = pairs
+        n_joints, batch = q.shape[0], q.shape[1:]
+        (pos, rot), lin = jax.linearize(lambda x: tree_kernel(kin, x), q)
+        eye = jnp.eye(n_joints, dtype=q.dtype).reshape((n_joints, n_joints) + (1,) * len(batch))
+        d_pos, d_rot = jax.vmap(lin)(jnp.broadcast_to(eye, (n_joints,) + q.shape))  # (J, B, 3, ...), (J, B, 3, 3, ...)
+        n_bodies = pos.shape[0]
+        # Per body: position, rotation and their J derivatives, flat: (B, 12 (J + 1), ...).
+        flat = jnp.concatenate([
+            pos, rot.reshape((n_bodies, 9) + batch),
+            jnp.moveaxis(d_pos, 0, 1).reshape((n_bodies, 3 * n_joints) + batch),
+            jnp.moveaxis(d_rot, 0, 1).reshape((n_bodies, 9 * n_joints) + batch)], axis=1)
+        caps = jnp.concatenate([cap_a, cap_b])  # (2K, ...)
+        body = self.capsule_body[caps]
+        g = jnp.take_along_axis(flat, jnp.broadcast_to(body[:, None], body.shape[:1] + flat.shape[1:2] + batch), axis=0)
+        p = g[:, 0:3]
+        r = g[:, 3:12].reshape((-1, 3, 3) + batch)
+        dp = g[:, 12:12 + 3 * n_joints].reshape((-1, n_joints, 3) + batch)
+        dr = g[:, 12 + 3 * n_joints:].reshape((-1, n_joints, 3, 3) + batch)
+
+        def world(local: Array) -> tuple[Array, Array]:
+            """Capsule ends in the world (2K, 3, ...) and their derivatives (2K, J, 3, ...)."""
+            c = jnp.moveaxis(local[caps], -1, 1)  # (2K, 3, ...)
+            x = p + jnp.sum(r * c[:, None], axis=2)
+            dx = dp + jnp.sum(dr * c[:, None, None], axis=3)
+            return x, dx
+
+        e_a, de_a = world(self.ends_a)
+        e_b, de_b = world(self.ends_b)
+        k = cap_a.shape[0]
+        s, t, gap = _closest(e_a[:k], e_b[:k], e_a[k:], e_b[k:])
+        dist = jnp.sqrt(jnp.sum(gap * gap, axis=1) + 1e-18)
+        normal = gap / dist[:, None]
+        s, t = s[:, None, None], t[:, None, None]
+        d_gap = de_a[:k] + s * (de_b[:k] - de_a[:k]) - de_a[k:] - t * (de_b[k:] - de_a[k:])  # (K, J, 3, ...)
+        grad = jnp.sum(d_gap * normal[:, None], axis=2)  # (K, J, ...)
+        d = dist - self.radii[cap_a] - self.radii[cap_b]
+        active = d < self.margin
         scale = jnp.sqrt(self.weight)
-        rows = jnp.where(active[None], grad / (2.0 * r), 0.0)  # d sqrt(C) / dq
-        return scale * jnp.moveaxis(rows, 0, 1), jnp.where(active, -scale * r, 0.0)
+        return jnp.where(active[:, None], scale * grad, 0.0), jnp.where(active, scale * (self.margin - d), 0.0)
 
 
 jax.tree_util.register_dataclass(
     SelfCollision,
     data_fields=["ends_a", "ends_b", "radii", "capsule_body", "pair_a", "pair_b", "pair_group", "margin",
                  "weight"],
-    meta_fields=["body_pairs", "cover_error"],
+    meta_fields=["body_pairs", "cover_error", "blocks", "block_masks", "active_pairs"],
 )
 
 
@@ -136,10 +244,19 @@ def segment_distance(p1: Array, q1: Array, p2: Array, q2: Array, xp: Any = jnp) 
     Detection, 5.1.9). Degenerate segments (points) are handled; the closest parameters are clamped
     into [0, 1], so the result is differentiable almost everywhere. ``xp=numpy`` evaluates it on the
     host (no tracing, for the fit)."""
+    _, _, gap = _closest(p1, q1, p2, q2, xp)
+    return xp.sqrt(gap[:, 0] * gap[:, 0] + gap[:, 1] * gap[:, 1] + gap[:, 2] * gap[:, 2] + 1e-18)
+
+
+def _closest(p1: Array, q1: Array, p2: Array, q2: Array, xp: Any = jnp, axis: int = 1) -> tuple[Array, Array, Array]:
+    """Closest-point parameters s, t in [0, 1] of segments p1–q1 and p2–q2 (the 3 components on
+    ``axis``, broadcasting over the others), and the vector between the two closest points (first minus
+    second, components on ``axis``)."""
     d1, d2, r = q1 - p1, q2 - p2, p1 - p2
 
     def dot(u: Array, v: Array) -> Array:
-        return u[:, 0] * v[:, 0] + u[:, 1] * v[:, 1] + u[:, 2] * v[:, 2]
+        c = lambda w, i: w[(slice(None),) * axis + (i,)]  # noqa: E731
+        return c(u, 0) * c(v, 0) + c(u, 1) * c(v, 1) + c(u, 2) * c(v, 2)
 
     a, e, f, c, b = dot(d1, d1), dot(d2, d2), dot(d2, r), dot(d1, r), dot(d1, d2)
     tiny = 1e-12
@@ -150,8 +267,7 @@ def segment_distance(p1: Array, q1: Array, p2: Array, q2: Array, xp: Any = jnp) 
     s = xp.where((t < 0.0) | (e <= tiny), xp.clip(-c / a_s, 0.0, 1.0), xp.where(t > 1.0, xp.clip((b - c) / a_s, 0.0, 1.0), s))
     s = xp.where(a > tiny, s, 0.0)
     t = xp.clip(t, 0.0, 1.0)
-    gap = p1 + d1 * s[:, None] - p2 - d2 * t[:, None]
-    return xp.sqrt(dot(gap, gap) + 1e-18)
+    return s, t, p1 + d1 * xp.expand_dims(s, axis) - p2 - d2 * xp.expand_dims(t, axis)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -520,7 +636,7 @@ def fit_self_collision(
         own = owner_a == kin.body_index(name)
         rest_a[own] = _rest_points(kin, {name: ends_a_[own]})[name]
         rest_b[own] = _rest_points(kin, {name: ends_b_[own]})[name]
-    groups, pa, pb, pg = [], [], [], []
+    groups, pa, pb, pg, blocks, masks = [], [], [], [], [], []
     for i, j in itertools.combinations(range(len(names)), 2):
         bi, bj = kin.body_index(names[i]), kin.body_index(names[j])
         if between is not None and frozenset((names[i], names[j])) not in wanted:
@@ -532,15 +648,17 @@ def fit_self_collision(
         near = max(margin, rest_gap)
         if cKDTree(rest_pts[names[i]]).query(rest_pts[names[j]], distance_upper_bound=near)[0].min() < near:
             continue
-        si, sj = np.flatnonzero(owner_a == bi), np.flatnonzero(owner_a == bj)
+        si, sj = np.flatnonzero(owner_a == bi), np.flatnonzero(owner_a == bj)  # contiguous (added body by body)
         a, b = np.repeat(si, len(sj)), np.tile(sj, len(si))
         # Capsule pairs of the covers that already overlap (within the margin) at rest cannot be told
         # from the rest pose: they are left out, the pair's other capsules still count.
         gap = segment_distance(rest_a[a], rest_b[a], rest_a[b], rest_b[b], xp=np)
         apart = gap - radii_a[a] - radii_a[b] >= margin
-        a, b = a[apart], b[apart]
-        if not len(a):
+        if not apart.any():
             continue
+        blocks.append((int(si[0]), int(si[-1]) + 1, int(sj[0]), int(sj[-1]) + 1))
+        masks.append(tuple(bool(x) for x in apart))
+        a, b = a[apart], b[apart]
         groups.append((names[i], names[j]))
         pa.append(a)
         pb.append(b)
@@ -553,7 +671,7 @@ def fit_self_collision(
         capsule_body=jnp.asarray(owner_a), pair_a=jnp.asarray(np.concatenate(pa), jnp.int32),
         pair_b=jnp.asarray(np.concatenate(pb), jnp.int32), pair_group=jnp.asarray(np.concatenate(pg), jnp.int32),
         margin=jnp.asarray(margin, dt), weight=jnp.asarray(weight, dt), body_pairs=tuple(groups),
-        cover_error=tuple(errors),
+        cover_error=tuple(errors), blocks=tuple(blocks), block_masks=tuple(masks),
     )
 
 

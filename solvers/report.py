@@ -40,6 +40,7 @@ def ik_report(
     num_seeds: int = 1,
     collision: bool = False,
     collision_margin: float = 0.005,
+    collision_pairs: Sequence[Sequence[Sequence[str]]] | None = None,
 ) -> dict[str, Any]:
     """Solve a fixed, seeded batch of reachable pose targets for ``ee_body`` and summarise the outcome.
 
@@ -57,7 +58,8 @@ def ik_report(
     ``ee_bodies`` are further end-effectors solved together with ``ee_body`` (targets for all of them,
     ``weights`` one per end-effector); ``num_seeds`` starts per target from the rest pose (the home run).
     ``collision`` fits :func:`solvers.collision.fit_self_collision` to the USD's colliders and solves with
-    self-collision avoidance at ``collision_margin`` (m). Every run reports ``limits`` (the share of
+    self-collision avoidance at ``collision_margin`` (m), for the link pairs ``collision_pairs``
+    (``[(links_a, links_b), ...]``: one link in each group; None: every pair with colliders). Every run reports ``limits`` (the share of
     solutions with a joint within 1e-4 of the range's ends, and the mean count of such joints) and, with
     ``collision``, ``collision`` (clearance percentiles of the capsule model, m, and the share of
     solutions whose capsules overlap); the report gives the capsule cover's error per body.
@@ -69,7 +71,7 @@ def ik_report(
                 perturbation=perturbation, pos_tol=pos_tol, rot_tol=rot_tol, method=method, ik_params=ik_params,
                 max_step=max_step, home_restart_after=home_restart_after, dtype=dtype, device=device,
                 ee_offset=ee_offset, ee_bodies=ee_bodies, weights=weights, num_seeds=num_seeds,
-                collision=collision, collision_margin=collision_margin,
+                collision=collision, collision_margin=collision_margin, collision_pairs=collision_pairs,
             )
     if ee_bodies:
         kin = Kinematics.from_usd(usd_path, ee_bodies=[ee_body, *ee_bodies],
@@ -81,7 +83,8 @@ def ik_report(
     if collision:
         from .collision import fit_self_collision
 
-        model = fit_self_collision(usd_path, kin, margin=collision_margin)
+        between = None if collision_pairs is None else [(list(a), list(b)) for a, b in collision_pairs]
+        model = fit_self_collision(usd_path, kin, margin=collision_margin, between=between)
     key_q, key_noise = jax.random.split(jax.random.PRNGKey(seed))
     q_true = random_configurations(kin, key_q, (num_targets,))
     pos, quat = forward_kinematics(kin, q_true)

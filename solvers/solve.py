@@ -3,7 +3,7 @@
 Several end-effectors are solved at once by stacking their task rows (each scaled by the square root of
 its weight) into one task Jacobian; an optional posture task adds ``sqrt(w) · I`` rows pulling toward a
 reference configuration, and self-collision avoidance (:mod:`solvers.collision`) adds one row per
-checked link pair whose capsules come closer than its margin. Each target can start from several seeds at once (an extra batch
+capsule pair closer than its margin, for the closest pair of each of the 8 nearest checked link pairs. Each target can start from several seeds at once (an extra batch
 axis), and keeps the first seed that converges.
 """
 
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array, lax
 
-from .chunking import map_chunks
+from .chunking import DEFAULT_CHUNK, map_chunks
 from .differential_ik import DEFAULT_IK_PARAMS, merge_ik_params, orientation_weight_vector
 from .forward import chain_kernel
 from .ik_step import delta_joint_positions_cf, pose_error_cf, weight_orientation_cf
@@ -99,7 +99,8 @@ def solve_ik(
     ``max_step`` (radians or metres), if given, scales each step down so that no joint moves more than
     that per iteration. ``num_seeds`` > 1 solves each target from that many starts in parallel: q0 and
     configurations of a low-discrepancy sequence within the limits (offset per target from ``seed``);
-    the first seed to converge is returned, else the one with the smallest error. ``restart_after``, if
+    the first seed to converge is returned, else the one with the smallest error (with ``collision``: of
+    the seeds whose checked capsules are apart, where any are). ``restart_after``, if
     given, re-seeds a start whose error (pos/pos_tol + rot/rot_tol) has not dropped by 5 % within that
     many iterations, from the next configuration of that sequence: a local method from one start cannot
     leave a basin that joint limits close off. Returns q (N, J) and :class:`IKInfo`.
@@ -160,6 +161,10 @@ def _sampling_box(kin: Kinematics) -> tuple[np.ndarray, np.ndarray]:
     """Finite box for restart configurations: the limits, unlimited sides replaced by ±π."""
     lo, hi = np.asarray(kin.lower, np.float64), np.asarray(kin.upper, np.float64)
     return np.where(np.isfinite(lo), lo, -np.pi), np.where(np.isfinite(hi), hi, np.pi)
+
+
+#: Starts (targets × seeds) per chunk of a solve with collision avoidance.
+COLLISION_CHUNK = 512
 
 
 def _solve_impl(
@@ -228,13 +233,17 @@ def _solve_impl(
             pe = functools.reduce(jnp.maximum, [_norm3(x) for x in pos_err])
             re = jnp.zeros_like(pe) if position_only else functools.reduce(jnp.maximum, [_norm3(x) for x in rot_err])
             ok = met(pe, re)
-            if collision is not None:  # converged only where no two checked capsules overlap
-                ok = ok & (collision.clearance(kin, q) >= 0.0)
-            return (pos_err, rot_err, jac), pe, re, ok
+            near = None
+            if collision is not None:
+                # One value pass over every checked capsule pair, reduced per body pair: the convergence
+                # test (no two checked capsules overlap) and which pairs the next step differentiates.
+                near = collision.group_distances(kin, q)
+                ok = ok & (jnp.min(near, axis=0) >= 0.0)
+            return (pos_err, rot_err, jac, near), pe, re, ok
 
         def task_rows(q: Array, errs) -> tuple[Array, Array]:
             """Stacked task Jacobian (m, J, S, n) and error (m, S, n)."""
-            pos_err, rot_err, jac = errs
+            pos_err, rot_err, jac, near = errs
             rows, delta = [], []
             for i in range(n_ee):
                 scale = task_scale[i]
@@ -249,7 +258,7 @@ def _solve_impl(
                 rows.append(posture_scale * jnp.broadcast_to(eye, eye.shape[:2] + q.shape[1:]))
                 delta.append(posture_scale * (ref - q))
             if collision is not None:
-                c_rows, c_err = collision.rows(kin, q)
+                c_rows, c_err = collision.rows(kin, q, collision.nearest(kin, q, near))
                 rows.append(c_rows)
                 delta.append(c_err)
             return jnp.concatenate(rows, axis=0), jnp.concatenate(delta, axis=0)
@@ -295,17 +304,26 @@ def _solve_impl(
             # A target is done once any of its seeds has converged: its other seeds stop too.
             return it + 1, q, errs, pe, re, ok, done | jnp.any(ok, axis=0), count, best, stall, restarts
 
-        _, q, _, pe, re, ok, _, count, _, _, restarts = lax.while_loop(cond, body, state)
-        # Per target: the first converged seed, else the one with the smallest error.
-        pick = jnp.argmin(jnp.where(ok, -1.0, pe / pos_tol + re / rot_tol), axis=0)  # (n,)
+        _, q, errs, pe, re, ok, _, count, _, _, restarts = lax.while_loop(cond, body, state)
+        # Per target: the first converged seed, else the one with the smallest error -- with collision
+        # avoidance, the smallest error among the seeds whose capsules are apart, if any are.
+        score = pe / pos_tol + re / rot_tol
+        clear = jnp.full(score.shape, jnp.inf, q.dtype)
+        if collision is not None:
+            clear = jnp.min(errs[3], axis=0)  # the body pairs' distances at the final q, from evaluate
+            score = score + jnp.where(clear < 0.0, 1e12, 0.0)
+        pick = jnp.argmin(jnp.where(ok, -1.0, score), axis=0)  # (n,)
         take = lambda a: jnp.take_along_axis(a, pick[None], axis=0)[0]  # noqa: E731
         q_best = jnp.take_along_axis(q, pick[None, None], axis=1)[:, 0]
-        clearance = collision.clearance(kin, q_best) if collision is not None else jnp.full((n,), jnp.inf, q.dtype)
+        clearance = take(clear)
         return q_best, take(pe), take(re), take(ok), take(count), take(restarts), pick.astype(jnp.int32), clearance
 
     # Chunks keep each loop's working set in cache and let a chunk stop as soon as its targets converge.
+    # With collision rows an iteration costs ~100 times more, and every element of a chunk pays it until
+    # the chunk's last target converges: small chunks (COLLISION_CHUNK starts) stop sooner.
+    chunk = DEFAULT_CHUNK if collision is None else max(8, COLLISION_CHUNK // num_seeds)
     q, pe, re, done, count, restarts, pick, clearance = map_chunks(
-        solve_chunk, t_pos, t_quat, q0.T, posture_ref.T, restart_base)
+        solve_chunk, t_pos, t_quat, q0.T, posture_ref.T, restart_base, chunk=chunk)
     return q.T, IKInfo(converged=done, pos_err=pe, rot_err=re, iterations=count, restarts=restarts, seed=pick,
                        clearance=clearance)
 

@@ -239,7 +239,7 @@ name = "arm"
 source = "{arm / 'urdf/tiny_arm.urdf'}"
 packages = {{ tiny_arm = "{arm}" }}
 ee_body = "hand"
-ik = {{ num_targets = 32, home_iterations = 40, ee_bodies = ["forearm"], weights = [1.0, 0.5], num_seeds = 2, collision = true }}
+ik = {{ num_targets = 32, home_iterations = 40, ee_bodies = ["forearm"], weights = [1.0, 0.5], num_seeds = 2, collision = true, collision_pairs = [[["base_link", "shoulder"], ["hand", "left_finger", "right_finger"]]] }}
 [assets.cfg]
 fix_base = true
 """)
@@ -252,3 +252,7 @@ fix_base = true
     assert report["collision"]["capsules"] > 0 and report["runs"]["home"]["num_seeds"] == 2
     assert "in_collision_rate" in report["runs"]["home"]["collision"]
     assert "at_limit_rate" in report["runs"]["perturbed"]["limits"]
+    # Only the named link pairs are checked.
+    wanted = {frozenset((a, b)) for a in ("base_link", "shoulder") for b in ("hand", "left_finger", "right_finger")}
+    checked = {frozenset(p) for p in report["collision"]["body_pairs"]}
+    assert checked and checked <= wanted, checked

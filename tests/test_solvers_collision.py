@@ -63,21 +63,36 @@ def test_cover_contains_the_colliders_and_pairs_follow_the_conventions(franka):
     assert not rest & pairs
 
 
-def test_penalty_rows_are_its_derivative(franka):
+def test_rows_are_the_derivative_of_the_nearest_pair_distances(franka):
+    """The body pairs' closest distances are the minimum over every capsule pair; the rows of the K
+    nearest pairs are sqrt(weight) times their distance's derivative (central differences), the errors
+    sqrt(weight) (margin - d) where within the margin."""
     _, _, kin, col = franka
     q = jnp.asarray(random_configurations(kin, jax.random.PRNGKey(5), (64,)).T)  # (J, n)
-    pen = np.asarray(col.penalty(kin, q))
-    assert np.any(pen > 0)  # some configurations bring checked pairs within the margin
-    rows, err = (np.asarray(a) for a in jax.jit(col.rows)(kin, q))
-    r = np.sqrt(pen * np.asarray(col.weight))
-    np.testing.assert_allclose(-err, r, rtol=1e-4, atol=1e-6)
+    every = np.asarray(col.pair_distances(kin, q))
+    np.testing.assert_allclose(np.asarray(jax.jit(col.clearance)(kin, q)), every.min(axis=0), atol=1e-6)
+    cap_a, cap_b = jax.jit(col.nearest)(kin, q)
+    rows, err = (np.asarray(x) for x in jax.jit(col.rows)(kin, q, (cap_a, cap_b)))
+
+    def distance(x):
+        a, b = (np.asarray(e) for e in col.capsule_ends(kin, x))  # (S, 3, n)
+        ia, ib, cols = np.asarray(cap_a), np.asarray(cap_b), np.arange(q.shape[1])
+        gap = segment_distance(a[ia, :, cols].transpose(0, 2, 1), b[ia, :, cols].transpose(0, 2, 1),
+                               a[ib, :, cols].transpose(0, 2, 1), b[ib, :, cols].transpose(0, 2, 1), xp=np)
+        return gap - np.asarray(col.radii)[ia] - np.asarray(col.radii)[ib]  # (K, n)
+
+    d = distance(q)
+    scale = np.sqrt(float(col.weight))
+    active = d < float(col.margin)
+    assert active.any() and (~active).any()
+    assert np.allclose(d.min(axis=0), every.min(axis=0), atol=1e-6)  # the nearest pair is among them
+    np.testing.assert_allclose(err, np.where(active, scale * (float(col.margin) - d), 0.0), atol=1e-5)
     eps = 1e-3
     for j in range(kin.num_joints):
         dq = jnp.zeros_like(q).at[j].set(eps)
-        fd = (np.sqrt(np.asarray(col.penalty(kin, q + dq)) * float(col.weight)) -
-              np.sqrt(np.asarray(col.penalty(kin, q - dq)) * float(col.weight))) / (2 * eps)
-        active = (pen > 1e-6)
+        fd = scale * (distance(q + dq) - distance(q - dq)) / (2 * eps)
         np.testing.assert_allclose(rows[:, j][active], fd[active], rtol=0.05, atol=2e-2)
+        assert np.all(rows[:, j][~active] == 0)
 
 
 ARM_VS_HAND = [(["link0", "link1", "link2", "link3", "link4"], ["link7", "hand", "left_finger", "right_finger"]),
@@ -113,9 +128,12 @@ def test_colliding_configurations_are_solved_without_collision(franka):
 def test_ik_report_with_several_end_effectors_and_collision(franka, tmp_path):
     usd, _, _, _ = franka
     report = ik_report(usd, "hand", num_targets=16, iterations=20, home_iterations=40, ee_bodies=["link4"],
-                       weights=[1.0, 0.5], num_seeds=2, collision=True)
+                       weights=[1.0, 0.5], num_seeds=2, collision=True, collision_pairs=[(["link0", "link1"], ["hand"])])
     json.dumps(report)
     assert report["ee_bodies"] == ["hand", "link4"] and report["collision"]["capsules"] > 10
+    # Only the chosen pairs are checked (the doit ik cfg's collision_pairs; few pairs also compile fast).
+    assert sorted(sorted(p) for p in report["collision"]["body_pairs"]) == [["hand", "link0"], ["hand", "link1"]]
+    assert len(franka[3].body_pairs) > 2  # the default checks more
     for run in report["runs"].values():
         assert 0.0 <= run["limits"]["at_limit_rate"] <= 1.0
         assert set(run["limits"]["per_joint_rate"]) == {f"joint{i}" for i in range(1, 8)}
