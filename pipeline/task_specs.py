@@ -187,7 +187,8 @@ def _entry_spec(library: Any, entry: Any, index: int, library_path: Path, build_
         "cfg_json": cfg_to_json(cfg), "digest": entry_digest(cfg, kind, library.root),
         "targets": [normalise(usd_dir / name) for name in outputs],
         "key_path": normalise(usd_dir / key_file_name(cfg.usd_file_name)),
-        "ee_body": entry.ee_body, "ik": attrs.asdict(entry.ik),
+        # The IK study's settings only where `doit ik` runs one (a fifth of a spec, loaded at every no-op).
+        "ee_body": entry.ee_body, **({"ik": attrs.asdict(entry.ik)} if entry.ee_body else {}),
         "usd_path": normalise(usd_dir / cfg.usd_file_name),
         "root": normalise(library.root), "usd_dir": normalise(usd_dir),
         "doc": f"{entry.source} → {usd_dir / cfg.usd_file_name}",

@@ -25,7 +25,7 @@ from doit.tools import config_changed
 
 from usdforge.pipeline.atomic import write_text_atomically
 from usdforge.pipeline.task_specs import task_specs
-from usdforge.pipeline.tasks import DEFAULT_BUILD_DIR, DEFAULT_LIBRARY
+from usdforge.pipeline.tasks import DEFAULT_BUILD_DIR, DEFAULT_LIBRARY, convert_task_dep
 from usdforge.rules.verify.asset import CHECKS_VERSION
 
 #: Bumped when the pictures change for the same USD.
@@ -95,7 +95,8 @@ def verify_tasks(library_path: str | Path = DEFAULT_LIBRARY,
         name = spec["name"]
         yield {
             "name": name, "doc": f"verify {name} against {Path(spec['source']).name}",
-            "file_dep": [spec["source"], *_usd_files(spec)], "targets": [results[name]], "clean": True,
+            "file_dep": [spec["source"], *_usd_files(spec)], "task_dep": convert_task_dep(name),
+            "targets": [results[name]], "clean": True,
             "uptodate": [config_changed({"digest": spec["digest"], "checks": CHECKS_VERSION, "engines": engines})],
             "actions": [(run_verify, [name, spec["kind"], spec["source"], spec["usd_path"], spec["cfg_json"],
                                       results[name], str(build_dir)])],
@@ -130,7 +131,8 @@ def thumbnail_tasks(library_path: str | Path = DEFAULT_LIBRARY,
         images = image_paths(spec["name"], build_dir)
         timing = timing_path(spec["name"], build_dir)
         yield {"name": spec["name"], "doc": f"render {spec['name']} from its USD",
-               "file_dep": _usd_files(spec), "targets": [*images.values(), timing], "clean": True,
+               "file_dep": _usd_files(spec), "task_dep": convert_task_dep(spec["name"]),
+               "targets": [*images.values(), timing], "clean": True,
                "uptodate": [config_changed({"render": RENDER_VERSION})],
                "actions": [(render_asset, [spec["usd_path"], images, timing])]}
 
