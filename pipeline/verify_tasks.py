@@ -26,7 +26,6 @@ from doit.tools import config_changed
 from usdforge.pipeline.atomic import write_text_atomically
 from usdforge.pipeline.task_specs import task_specs
 from usdforge.pipeline.tasks import DEFAULT_BUILD_DIR, DEFAULT_LIBRARY, convert_task_dep
-from usdforge.rules.verify.asset import CHECKS_VERSION
 
 #: Bumped when the pictures change for the same USD.
 RENDER_VERSION = 3
@@ -88,6 +87,10 @@ def engines_set_up(build_dir: str | Path) -> list[str]:
 def verify_tasks(library_path: str | Path = DEFAULT_LIBRARY,
                  build_dir: str | Path = DEFAULT_BUILD_DIR) -> Iterator[dict[str, Any]]:
     """``verify:<name>`` for every configured entry."""
+    # Imported here: every `doit` run imports this module (dodo.py), and rules.verify needs attrs and the
+    # verify package (~80 ms of a no-op `doit convert`, which creates no verify task).
+    from usdforge.rules.verify.asset import CHECKS_VERSION
+
     specs = [s for s in task_specs(library_path, build_dir) if "error" not in s]
     results = {spec["name"]: verify_result_path(spec) for spec in specs}
     engines = engines_set_up(build_dir)
