@@ -106,7 +106,9 @@ def measure(entries: int, backend: str, args: argparse.Namespace, checkouts: lis
     same load)."""
     folders = [Path(tempfile.mkdtemp(prefix=f"usdforge-lib{entries}-", dir=args.work)) for _ in checkouts]
     try:
-        doits, libraries, rows = [], [], []
+        doits: list[list[str]] = []
+        libraries: list[Path] = []
+        rows: list[dict[str, Any]] = []
         for folder, usdforge in zip(folders, checkouts):
             shutil.copy(REPO / "assets/meshes/cone.off", folder / "cone.off")
             libraries.append(write_manifest(folder, entries, args.distinct))
