@@ -562,7 +562,8 @@ class CompactJSONCodec:
 
     doit's json backend holds the state as {task: {key: value}} and changes it only through its
     ``set``/``remove``/``remove_all`` (``d[task] = {}``, ``d[task][key] = value``, ``del d[task]``, a new
-    dict): the dicts ``decode`` returns note any such change."""
+    dict): the dicts ``decode`` returns note any such change that is one (doit sets the group task's
+    values at every run, equal to those it holds)."""
 
     def __init__(self) -> None:
         import json
@@ -587,7 +588,12 @@ class CompactJSONCodec:
             """A dict that notes any change made to it (the ones doit's backends make)."""
 
             def __setitem__(self, key: Any, item: Any) -> None:
-                changed.append(True)
+                # Another object equal to the one held, as JSON, changes nothing (doit saves the `convert`
+                # group task's empty values and file_dep tuple at every run); the very object held may
+                # have been changed in place.
+                if key not in self or self[key] is item or \
+                        self[key] != (list(item) if type(item) is tuple else item):
+                    changed.append(True)
                 super().__setitem__(key, item)
 
             def __delitem__(self, key: Any) -> None:
