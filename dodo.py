@@ -18,7 +18,7 @@ from doit import create_after, get_var
 
 from usdforge.pipeline.doit_reporter import UsdforgeReporter, quiet_interrupt
 from usdforge.pipeline.distributed import build_options, doit_config
-from usdforge.pipeline.tasks import DEFAULT_LIBRARY, convert_tasks, ik_tasks
+from usdforge.pipeline.tasks import DEFAULT_LIBRARY, CompactJSONCodec, convert_tasks, ik_tasks
 from usdforge.pipeline.verify_tasks import report_tasks, thumbnail_tasks, verify_tasks
 
 # No cyclic garbage collection while the tasks are created (nothing they build is garbage): the reporter
@@ -36,6 +36,7 @@ os.environ.setdefault("MUJOCO_GL", "disable")
 
 DOIT_CONFIG = {
     "backend": "json",
+    "codec_cls": CompactJSONCodec,
     "dep_file": "build/.doit.db",
     "default_tasks": ["convert"],
     "verbosity": 1,

@@ -1,17 +1,20 @@
 """`doit convert` on generated libraries of 1,000 to 100,000 small mesh entries: cold, no-op, one edit.
 
     python bench/library_scale.py [--entries 1000 10000 100000] [--backend json sqlite3] [--repeat 3]
-                                  [--work /tmp] [--distinct 0] [--usdforge DIR] [--check-clean]
+                                  [--work /tmp] [--distinct 0] [--usdforge DIR ...] [--check-clean]
 
 Each library holds N entries of the embedded ``cone.off`` at different scales (``--distinct K``: K scales
 cycled, so the build cache restores the repeats: a quicker way to build a 100 k library; 0: every entry
-its own scale). For each N and backend it prints, side by side: the cold build (`doit -n 2 convert`), the
-median no-op `doit convert`, the median no-op of a bare doit file with N up-to-date tasks (one file_dep
-and one target each, the json backend: doit's own floor), their ratio, the no-op's peak RSS, the size of
+its own scale). For each N, backend and checkout it prints, side by side: the cold build (`doit -n 2
+convert`: wall and CPU seconds, the workers' included), the median no-op `doit convert` (wall and CPU), the
+median no-op of a bare doit file with N up-to-date tasks (one file_dep and one target each, the json
+backend: doit's own floor), their ratios, the no-op's peak RSS, the size of
 the state a no-op reads (doit's state, usdforge's learnt stamps, the cached task specs), the rebuild after
 one entry's scale is edited (asserted to convert that entry only) and the per-entry no-op cost.
 ``--check-clean``: then builds the edited manifest from scratch (no cache) and compares every output of
-the incremental build with it, byte for byte. ``--usdforge DIR``: the checkout to time (default: this one), e.g. a main checkout for the baseline.
+the incremental build with it, byte for byte. ``--usdforge DIR ...``: the checkouts to time (default: this
+one), e.g. a main checkout and this one: each builds its own copy of the library, the cold builds one
+after the other, the no-ops interleaved with each other's and the bare doit file's.
 The 100 k library takes ~4 GB under --work and, cold, tens of minutes on 2 cores: run it in the
 background with a log file (nohup python bench/library_scale.py --entries 100000 > log 2>&1 &).
 """
@@ -27,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,8 +77,9 @@ def make_bare(folder: Path, entries: int) -> None:
         (folder / "bare_in" / f"f{index:06d}").write_bytes(b"x")
 
 
-def run(command: list[str], cwd: Path, usdforge: Path) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS (MB, of the doit process itself) and output of one whole process."""
+def run(command: list[str], cwd: Path, usdforge: Path) -> tuple[float, int, str, float]:
+    """Wall seconds, peak RSS (MB, of the doit process itself), output and CPU seconds (user + system, of
+    the process and the workers it waited for) of one whole process."""
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env={**os.environ, "PYTHONPATH": str(usdforge / "src")})
@@ -85,46 +90,64 @@ def run(command: list[str], cwd: Path, usdforge: Path) -> tuple[float, int, str]
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{output[-3000:]}")
-    return elapsed, int(usage.ru_maxrss / 1024), output
+    return elapsed, int(usage.ru_maxrss / 1024), output, usage.ru_utime + usage.ru_stime
 
 
 def state_size(build: Path) -> int:
-    paths = [*build.glob(".doit.db*"), build / ".usdforge-stamps.json", *(build / "task-specs").glob("*")]
+    """Bytes of the state a no-op reads: doit's, usdforge's learnt stamps (an older usdforge's
+    ``.usdforge-stamps.json`` or the code stamps), the cached task specs."""
+    paths = [*build.glob(".doit.db*"), *build.glob(".usdforge-*stamps.json"), *(build / "task-specs").glob("*")]
     return sum(p.stat().st_size for p in paths if p.is_file())
 
 
-def measure(entries: int, backend: str, args: argparse.Namespace, usdforge: Path) -> dict[str, float]:
-    folder = Path(tempfile.mkdtemp(prefix=f"usdforge-lib{entries}-", dir=args.work))
+def measure(entries: int, backend: str, args: argparse.Namespace, checkouts: list[Path]) -> list[dict[str, Any]]:
+    """One row per checkout, all measured on the same generated library side by side: the cold builds one
+    after the other, the no-ops interleaved with each other and with the bare doit file's (they see the
+    same load)."""
+    folders = [Path(tempfile.mkdtemp(prefix=f"usdforge-lib{entries}-", dir=args.work)) for _ in checkouts]
     try:
-        shutil.copy(REPO / "assets/meshes/cone.off", folder / "cone.off")
-        library = write_manifest(folder, entries, args.distinct)
-        make_bare(folder, entries)
-        doit = [sys.executable, "-m", "doit", "--backend", backend, "-f", str(usdforge / "dodo.py"), "-d",
-                str(folder)]
-        bare = [sys.executable, "-m", "doit", "-f", str(folder / "bare_dodo.py"), "-d", str(folder)]
-        cold, _, _ = run([*doit, "-n", "2", "convert", f"library={library}"], folder, usdforge)
-        run(bare, folder, usdforge)
-        run([*doit, "convert", f"library={library}"], folder, usdforge)  # learns racily-clean stamps
-        ours, floor, rss = [], [], 0
-        for _ in range(args.repeat):  # interleaved: both see the same load
-            elapsed, peak, output = run([*doit, "convert", f"library={library}"], folder, usdforge)
-            assert ".  convert:" not in output, output[-2000:]
-            ours.append(elapsed)
-            rss = max(rss, peak)
-            floor.append(run(bare, folder, usdforge)[0])
-        noop, bare_noop = statistics.median(ours), statistics.median(floor)
+        doits: list[list[str]] = []
+        libraries: list[Path] = []
+        rows: list[dict[str, Any]] = []
+        for folder, usdforge in zip(folders, checkouts):
+            shutil.copy(REPO / "assets/meshes/cone.off", folder / "cone.off")
+            libraries.append(write_manifest(folder, entries, args.distinct))
+            doits.append([sys.executable, "-m", "doit", "--backend", backend, "-f", str(usdforge / "dodo.py"),
+                          "-d", str(folder)])
+        make_bare(folders[0], entries)
+        bare = [sys.executable, "-m", "doit", "-f", str(folders[0] / "bare_dodo.py"), "-d", str(folders[0])]
+        for doit, library, folder, usdforge in zip(doits, libraries, folders, checkouts):
+            cold, _, _, cold_cpu = run([*doit, "-n", "2", "convert", f"library={library}"], folder, usdforge)
+            rows.append({"usdforge": str(usdforge), "entries": entries, "cold": cold, "cold_cpu": cold_cpu,
+                         "noops": [], "noop_cpus": [], "rss": 0})
+            run([*doit, "convert", f"library={library}"], folder, usdforge)  # learns racily-clean stamps
+        run(bare, folders[0], checkouts[0])
+        floor, floor_cpu = [], []
+        for _ in range(args.repeat):  # interleaved: all see the same load
+            for doit, library, folder, usdforge, row in zip(doits, libraries, folders, checkouts, rows):
+                elapsed, peak, output, cpu = run([*doit, "convert", f"library={library}"], folder, usdforge)
+                assert ".  convert:" not in output, output[-2000:]
+                row["noops"].append(elapsed)
+                row["noop_cpus"].append(cpu)
+                row["rss"] = max(row["rss"], peak)
+            elapsed, _, _, cpu = run(bare, folders[0], checkouts[0])
+            floor.append(elapsed)
+            floor_cpu.append(cpu)
         edited = entries // 2
-        write_manifest(folder, entries, args.distinct, edited)
-        edit, _, output = run([*doit, "convert", f"library={library}"], folder, usdforge)
-        rebuilt = [line for line in output.splitlines() if line.startswith(".  convert:")]
-        assert rebuilt == [f".  convert:e{edited:06d}"], rebuilt[:5]
-        row = {"entries": entries, "cold": cold, "noop": noop, "bare": bare_noop, "rss": rss, "edit": edit,
-               "state": state_size(folder / "build") / 1e6}
-        if args.check_clean:
-            row["clean_equal"] = same_as_clean(folder, doit, library, usdforge)
-        return row
+        for doit, library, folder, usdforge, row in zip(doits, libraries, folders, checkouts, rows):
+            write_manifest(folder, entries, args.distinct, edited)
+            edit, _, output, _ = run([*doit, "convert", f"library={library}"], folder, usdforge)
+            rebuilt = [line for line in output.splitlines() if line.startswith(".  convert:")]
+            assert rebuilt == [f".  convert:e{edited:06d}"], rebuilt[:5]
+            row.update(noop=statistics.median(row["noops"]), noop_cpu=statistics.median(row["noop_cpus"]),
+                       bare=statistics.median(floor), bare_cpu=statistics.median(floor_cpu), edit=edit,
+                       state=state_size(folder / "build") / 1e6)
+            if args.check_clean:
+                row["clean_equal"] = same_as_clean(folder, doit, library, usdforge)
+        return rows
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def outputs(usd: Path) -> dict[str, bytes]:
@@ -152,24 +175,27 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--work", default=tempfile.gettempdir())
     parser.add_argument("--distinct", type=int, default=0, help="K scales cycled (0: one per entry)")
-    parser.add_argument("--usdforge", type=Path, default=REPO, help="the checkout to time")
+    parser.add_argument("--usdforge", type=Path, nargs="+", default=[REPO],
+                        help="the checkouts to time side by side (default: this one), e.g. a main checkout and this one")
     parser.add_argument("--check-clean", action="store_true",
                         help="also build the edited manifest from scratch (no cache) and compare every output")
     args = parser.parse_args()
     os.environ.pop("USDFORGE_CACHE", None)  # each library's own build/cache
-    print(f"usdforge: {args.usdforge}; load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores", flush=True)
-    print("| entries | backend | cold -n 2 s | no-op s | bare doit s | ratio | no-op peak RSS MB | state MB "
-          "| one edit s | no-op µs/entry |", flush=True)
-    print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} cores; distinct scales: {args.distinct or 'all'}",
+          flush=True)
+    print("| usdforge | entries | backend | cold -n 2 s (CPU s) | no-op s | no-op CPU s | bare doit s (CPU s) "
+          "| ratio wall / CPU | no-op peak RSS MB | state MB | one edit s | no-op µs/entry |", flush=True)
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for entries in args.entries:
         for backend in args.backend:
-            row = measure(entries, backend, args, args.usdforge)
-            print(f"| {entries:,} | {backend} | {row['cold']:.1f} | {row['noop']:.2f} | {row['bare']:.2f} | "
-                  f"{row['noop'] / row['bare']:.2f}× | {row['rss']} | {row['state']:.1f} | {row['edit']:.2f} | "
-                  f"{1e6 * row['noop'] / entries:.0f} |", flush=True)
-            if "clean_equal" in row:
-                print(f"  incremental build == clean build, byte for byte: {row['clean_equal']}", flush=True)
-    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+            for row in measure(entries, backend, args, args.usdforge):
+                print(f"| {row['usdforge']} | {entries:,} | {backend} | {row['cold']:.1f} ({row['cold_cpu']:.1f}) | "
+                      f"{row['noop']:.2f} | {row['noop_cpu']:.2f} | {row['bare']:.2f} ({row['bare_cpu']:.2f}) | "
+                      f"{row['noop'] / row['bare']:.2f}× / {row['noop_cpu'] / row['bare_cpu']:.2f}× | {row['rss']} | "
+                      f"{row['state']:.1f} | {row['edit']:.2f} | {1e6 * row['noop'] / entries:.0f} |", flush=True)
+                if "clean_equal" in row:
+                    print(f"  incremental build == clean build, byte for byte: {row['clean_equal']}", flush=True)
+            print(f"  load average now {os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from doit.exceptions import TaskFailed
 from doit.tools import config_changed
 
 from usdforge.pipeline.atomic import write_text_atomically
-from usdforge.pipeline.fingerprint import file_digest, file_stamp, settled, stamped_digest, unchanged
+from usdforge.pipeline.fingerprint import file_digest, file_stamp, settled, stamped_digest
 from usdforge.pipeline.task_specs import MANIFEST_ERROR_DOC, task_specs
 
 #: The manifest ``doit convert`` reads unless ``library=PATH`` is given on the command line.
@@ -48,9 +48,12 @@ def _stamp(path: str, known: str | None = None) -> list[Any]:
     return list(stamped_digest(path))
 
 
-#: ``<build>/.usdforge-stamps.json``: stamps that up-to-date checks learnt for files recorded without one
-#: (written just before their conversion recorded them: racily clean), {absolute path: [sha, stamp]}.
-_LEARNT_NAME = ".usdforge-stamps.json"
+#: ``<build>/.usdforge-code-stamps.json``: the settled stamps of usdforge's code files (``_tools``), {absolute
+#: path: [sha, stamp]}, so a no-op stats them instead of hashing them. (An entry's own files' stamps are
+#: learnt into its doit values: ``_unchanged``.)
+_LEARNT_NAME = ".usdforge-code-stamps.json"
+#: What an older usdforge kept here, every output's learnt stamp too (megabytes at 10,000 entries): removed.
+_OLD_LEARNT_NAME = ".usdforge-stamps.json"
 _LEARNT: dict[str, dict[str, list[Any]]] = {}  # learnt file → its stamps
 _LEARNT_CHANGED: set[str] = set()
 
@@ -79,8 +82,9 @@ def _save_learnt() -> None:
         kept = {name: value for name, value in _LEARNT[path].items() if os.path.lexists(name)}
         try:
             write_text_atomically(Path(path), json.dumps(kept))
+            Path(path).with_name(_OLD_LEARNT_NAME).unlink(missing_ok=True)
         except OSError:
-            pass
+            pass  # a lost write only means hashing the code files again at the next run
 
 
 _TOOLS: dict[tuple[str, str], str] = {}
@@ -109,42 +113,38 @@ def _tools(kind: str, build_dir: str) -> str:
     return _TOOLS[(kind, build_dir)]
 
 
-def _unchanged(stamps: dict[str, list[Any]], base: str, build_dir: str) -> bool:
+def _unchanged(stamps: dict[str, list[Any]], base: str) -> bool | None:
     """Every file (relative to ``base``) still has the content recorded: by its stamp (size, modification
     and change times, inode, device: ``fingerprint.unchanged``) where one was recorded and still holds,
     else by hashing it (a clone, a moved checkout, a racily-clean file, a restored modification time).
 
     A file recorded without a stamp (racily clean: written or changed just before it was hashed) that
-    hashes to its recorded content gets the stamp it has now, when settled, kept in the build folder
-    (``_LEARNT_NAME``) as git refreshes its index: later checks need not hash it again."""
-    learnt = None
+    hashes to its recorded content gets the stamp it has now, when settled, written into ``stamps`` (as
+    git refreshes its index): later checks need not hash it again. Returns False (changed), True
+    (unchanged) or None (unchanged, and ``stamps`` learnt a stamp: the caller saves them)."""
+    learnt = False
     for relative, recorded in stamps.items():
         if not isinstance(recorded, list) or len(recorded) != 2:
             return False  # recorded by an older usdforge
         sha, stamp = recorded
-        path = os.path.join(base, relative)
+        # os.path.join's answer (base is absolute; a relative name never starts with "/" unless the state
+        # was edited), at a fraction of its cost: a no-op joins four names per entry.
+        path = f"{base}/{relative}" if relative[:1] != "/" else os.path.join(base, relative)
         if sha == "missing":
             if os.path.lexists(path):
                 return False
             continue
         if stamp is not None:
-            if not unchanged(path, stamp, sha):
+            if file_stamp(path) != stamp and file_digest(path) != sha:  # fingerprint.unchanged, inlined
                 return False
-            continue
-        learnt = _learnt(build_dir) if learnt is None else learnt
-        # os.path.abspath's answer, without its cost where the joined path is already absolute and normal.
-        name = path if path.startswith("/") and "/." not in path and "//" not in path else os.path.abspath(path)
-        known = learnt.get(name)
-        if isinstance(known, list) and len(known) == 2 and known[0] == sha and known[1] is not None \
-                and file_stamp(path) == known[1]:
             continue
         digest, now = stamped_digest(path)
         if digest != sha:
             return False
         if now is not None:
-            learnt[name] = [sha, now]
-            _LEARNT_CHANGED.add(os.path.join(build_dir, _LEARNT_NAME))
-    return True
+            stamps[relative] = [sha, now]
+            learnt = True
+    return None if learnt else True
 
 
 def die_with_parent() -> None:
@@ -222,12 +222,30 @@ def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str, 
     from usdforge.pipeline.references import absolute_location
 
     inputs, outputs = values.get("inputs"), values.get("outputs")
-    build_dir = os.path.dirname(os.path.dirname(os.path.abspath(usd_dir)))  # <build>/usd/<name>
+    build_dir = usd_dir.rsplit("/", 2)[0]  # usd_dir: <build>/usd/<name>, absolute and normal (task_specs)
     if not inputs or not outputs or values.get("tools") != _tools(kind, build_dir):
         return False
     if values.get("location") and values["location"] != absolute_location(source, packages):
         return False
-    return _unchanged(inputs, root, build_dir) and _unchanged(outputs, usd_dir, build_dir)
+    same_inputs = _unchanged(inputs, root)
+    if same_inputs is False:
+        return False
+    same_outputs = _unchanged(outputs, usd_dir)
+    if same_outputs is False:
+        return False
+    if None in (same_inputs, same_outputs) and task is not None:
+        _save_values(task.name, values)
+    return True
+
+
+def _save_values(task_name: str, values: dict[str, Any]) -> None:
+    """Keep the stamps an up-to-date check learnt (``_unchanged``) in the task's doit values: doit saves
+    values only for tasks it runs, so they are set in its state directly (the run's dependency manager,
+    written once at the run's end)."""
+    from doit.globals import Globals
+
+    if Globals.dep_manager is not None:
+        Globals.dep_manager._set(task_name, "_values_:", values)
 
 
 def convert_up_to_date(task: Any, values: dict[str, Any], digest: str, root: str, usd_dir: str, kind: str,
@@ -259,7 +277,15 @@ def in_output_folder(usd_dir: str, cfg_json: str, action: Any, args: list[Any]) 
     if not isinstance(folder, str) or os.path.abspath(folder) != usd_dir:
         return TaskFailed(f"{usd_dir}: the cached task spec names another output folder ({folder!r}); "
                           f"delete the build folder's task-specs/ and build again")
-    return action(*args)
+    result = action(*args)
+    if isinstance(result, dict):  # doit keeps these values of every entry: only what built_unchanged reads
+        return {key: result[key] for key in STATE_KEYS if key in result}
+    return result
+
+
+#: What doit keeps of a conversion's result (its values, read by ``built_unchanged``), and loads and writes
+#: back at every run.
+STATE_KEYS = ("tools", "location", "inputs", "outputs")
 
 
 def run_conversion(kind: str, cfg_json: str, cache: str | None, root: str) -> dict[str, Any] | TaskFailed:
@@ -402,6 +428,18 @@ def _write_failure(failure: str, message: str) -> None:
     write_text_atomically(path, " ".join(message.split()) + "\n")
 
 
+#: The entries that have a ``convert:<name>`` task in this run (``convert_tasks`` fills it).
+_CONVERT_TASKS: set[str] = set()
+
+
+def convert_task_dep(name: str) -> list[str]:
+    """The ``task_dep`` of a task that reads entry ``name``'s outputs: ``convert:<name>`` when this run has
+    that task (not: another shard's entry, a build folder in use, a command-line error; doit would refuse
+    a task_dep on a task that does not exist). Convert tasks name no doit targets (``built_unchanged``
+    checks them), so the dependency is stated, not found through a file_dep."""
+    return [f"convert:{name}"] if name in _CONVERT_TASKS else []
+
+
 def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | Path = DEFAULT_BUILD_DIR,
                   cache: str | None = None, options: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
     """The ``convert`` subtasks for every entry of the manifest at ``library_path``.
@@ -413,6 +451,7 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
     from usdforge.pipeline.cache import BUILD_ENV, default_cache_dir
 
     options = options or {}
+    _CONVERT_TASKS.clear()
     if options.get("error"):
         yield {"basename": "convert", "name": "options", "actions": [(report_error, [options["error"]])],
                "doc": "the command line has an error", "verbosity": 2}
@@ -455,15 +494,24 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
                        if not os.path.lexists(spec["source"]) else
                        f"{spec['source']}: source of library entry '{name}' is not a regular file"]])]}
             continue
+        _CONVERT_TASKS.add(name)
         yield {
             "basename": "convert", "name": name, "doc": spec["doc"],
             "uptodate": [(convert_up_to_date, [spec["digest"], spec["root"], spec["usd_dir"], spec["kind"],
                                                source, spec["packages"]], {})],
-            "targets": spec["targets"],
+            # No doit targets: built_unchanged checks every output (doit would stat each again), and the
+            # tasks that read them (verify, thumbnail, ik) name convert:<name> in their task_dep.
             "clean": [(clean_outputs, [spec["usd_dir"], spec["key_path"], [*spec["targets"], failure]])],
             "actions": [(recording_failure, [failure, in_output_folder, [spec["usd_dir"], spec["cfg_json"],
-                                                                         *_conversion_action(spec, cache, options)]])],
+                                                                         *_conversion_action(spec, cache, options)]]),
+                        (no_result, [])],
         }
+
+
+def no_result() -> None:
+    """doit action after a conversion: the task's result is this action's (None), so doit keeps the
+    conversion's dict once, as the task's values (``built_unchanged`` reads them), and not a second time
+    as its ``result:`` (which nothing reads: half the state a no-op loads and writes)."""
 
 
 def _conversion_action(spec: dict[str, Any], cache: str | None, options: dict[str, Any]) -> tuple:
@@ -501,7 +549,65 @@ def ik_tasks(library_path: str | Path = DEFAULT_LIBRARY,
         settings = spec["ik"]
         yield {
             "basename": "ik", "name": spec["name"], "doc": f"IK study of {spec['name']} ({spec['ee_body']})",
-            "file_dep": usd_files, "targets": [report], "clean": True,
+            "file_dep": usd_files, "task_dep": convert_task_dep(spec["name"]), "targets": [report], "clean": True,
             "uptodate": [config_changed({"ee_body": spec["ee_body"], **settings})],
             "actions": [(run_ik_report, [spec["usd_path"], spec["ee_body"], report, settings])],
         }
+
+
+class CompactJSONCodec:
+    """doit's codec of its state (``DOIT_CONFIG["codec_cls"]``): JSON, as doit's own ``JSONCodec`` writes it
+    but without spaces after separators (the state of 10,000 entries is 10 % smaller), and a run that
+    changed nothing (a no-op) writes back the text it read instead of encoding the whole state again.
+
+    doit's json backend holds the state as {task: {key: value}} and changes it only through its
+    ``set``/``remove``/``remove_all`` (``d[task] = {}``, ``d[task][key] = value``, ``del d[task]``, a new
+    dict): the dicts ``decode`` returns note any such change that is one (doit sets the group task's
+    values at every run, equal to those it holds)."""
+
+    def __init__(self) -> None:
+        import json
+
+        self.encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+        self.decoder = json.JSONDecoder()
+        self._read: tuple[dict[str, Any], str] | None = None  # (the state decoded, its text)
+        self._changed: list[bool] = []  # one item once the state decoded has changed
+
+    def encode(self, data: Any) -> str:
+        if self._read is not None and data is self._read[0] and not self._changed:
+            return self._read[1]
+        return self.encoder.encode(data)
+
+    def decode(self, data: str) -> Any:
+        value = self.decoder.decode(data)
+        if type(value) is not dict:
+            return value
+        changed = self._changed
+
+        class Noting(dict):
+            """A dict that notes any change made to it (the ones doit's backends make)."""
+
+            def __setitem__(self, key: Any, item: Any) -> None:
+                # Another object equal to the one held, as JSON, changes nothing (doit saves the `convert`
+                # group task's empty values and file_dep tuple at every run); the very object held may
+                # have been changed in place.
+                if key not in self or self[key] is item or \
+                        self[key] != (list(item) if type(item) is tuple else item):
+                    changed.append(True)
+                super().__setitem__(key, item)
+
+            def __delitem__(self, key: Any) -> None:
+                changed.append(True)
+                super().__delitem__(key)
+
+            def _note(name: str) -> Any:  # type: ignore[misc]
+                def method(self: dict, *args: Any, **kwargs: Any) -> Any:
+                    changed.append(True)
+                    return getattr(dict, name)(self, *args, **kwargs)
+                return method
+
+            pop, popitem, clear, update, setdefault = map(_note, ("pop", "popitem", "clear", "update", "setdefault"))
+
+        state = Noting((task, Noting(entry) if type(entry) is dict else entry) for task, entry in value.items())
+        self._read = (state, data)
+        return state

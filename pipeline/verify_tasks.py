@@ -25,8 +25,7 @@ from doit.tools import config_changed
 
 from usdforge.pipeline.atomic import write_text_atomically
 from usdforge.pipeline.task_specs import task_specs
-from usdforge.pipeline.tasks import DEFAULT_BUILD_DIR, DEFAULT_LIBRARY
-from usdforge.rules.verify.asset import CHECKS_VERSION
+from usdforge.pipeline.tasks import DEFAULT_BUILD_DIR, DEFAULT_LIBRARY, convert_task_dep
 
 #: Bumped when the pictures change for the same USD.
 RENDER_VERSION = 3
@@ -88,6 +87,10 @@ def engines_set_up(build_dir: str | Path) -> list[str]:
 def verify_tasks(library_path: str | Path = DEFAULT_LIBRARY,
                  build_dir: str | Path = DEFAULT_BUILD_DIR) -> Iterator[dict[str, Any]]:
     """``verify:<name>`` for every configured entry."""
+    # Imported here: every `doit` run imports this module (dodo.py), and rules.verify needs attrs and the
+    # verify package (~80 ms of a no-op `doit convert`, which creates no verify task).
+    from usdforge.rules.verify.asset import CHECKS_VERSION
+
     specs = [s for s in task_specs(library_path, build_dir) if "error" not in s]
     results = {spec["name"]: verify_result_path(spec) for spec in specs}
     engines = engines_set_up(build_dir)
@@ -95,7 +98,8 @@ def verify_tasks(library_path: str | Path = DEFAULT_LIBRARY,
         name = spec["name"]
         yield {
             "name": name, "doc": f"verify {name} against {Path(spec['source']).name}",
-            "file_dep": [spec["source"], *_usd_files(spec)], "targets": [results[name]], "clean": True,
+            "file_dep": [spec["source"], *_usd_files(spec)], "task_dep": convert_task_dep(name),
+            "targets": [results[name]], "clean": True,
             "uptodate": [config_changed({"digest": spec["digest"], "checks": CHECKS_VERSION, "engines": engines})],
             "actions": [(run_verify, [name, spec["kind"], spec["source"], spec["usd_path"], spec["cfg_json"],
                                       results[name], str(build_dir)])],
@@ -130,7 +134,8 @@ def thumbnail_tasks(library_path: str | Path = DEFAULT_LIBRARY,
         images = image_paths(spec["name"], build_dir)
         timing = timing_path(spec["name"], build_dir)
         yield {"name": spec["name"], "doc": f"render {spec['name']} from its USD",
-               "file_dep": _usd_files(spec), "targets": [*images.values(), timing], "clean": True,
+               "file_dep": _usd_files(spec), "task_dep": convert_task_dep(spec["name"]),
+               "targets": [*images.values(), timing], "clean": True,
                "uptodate": [config_changed({"render": RENDER_VERSION})],
                "actions": [(render_asset, [spec["usd_path"], images, timing])]}
 

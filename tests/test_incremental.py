@@ -250,7 +250,9 @@ def test_an_output_stamp_learnt_by_a_no_op_still_sees_an_edit_keeping_size_and_t
     for _ in range(2):
         assert executed(doit(work, "convert", library=library)) == []
     output = work / "build" / "usd" / "box" / "Props" / "box_meshes.usd"
-    assert str(output) in json.loads((work / "build" / ".usdforge-stamps.json").read_text())
+    state = json.loads((work / "build" / ".doit.db").read_text())["convert:box"]
+    assert state["_values_:"]["outputs"]["Props/box_meshes.usd"][1] is not None  # learnt into doit's state
+    assert "result:" not in state and "usd_path" not in state["_values_:"]  # kept once, only what is read
     before = output.stat()
     data = bytearray(output.read_bytes())
     data[-1] ^= 0x01

@@ -143,3 +143,55 @@ def test_report_depends_on_the_thumbnail_group_and_stamps_the_pictures(tmp_path,
     assert results_unchanged(None, values)
     picture.write_bytes(b"another png")
     assert not results_unchanged(None, values)
+
+
+def test_the_state_codec_writes_back_what_it_read_unless_doit_changed_it(tmp_path):
+    """A no-op does not encode doit's whole state again (at 100,000 entries, ~1 s): it writes back the text
+    it read. Every change doit's json backend makes (set, remove, remove_all) is still written: read back
+    through doit's own backend."""
+    from doit.dependency import JsonDB
+
+    from usdforge.pipeline.tasks import CompactJSONCodec
+
+    path = str(tmp_path / "state")
+    first = JsonDB(path, CompactJSONCodec())
+    first.set("convert:a", "_values_:", {"outputs": {"a.usda": ["0" * 64, [1, 2, 3, 4, 5]]}})
+    first.set("convert:b", "_values_:", {})
+    first.set("convert", "deps:", ())  # the group task: doit saves it at every run
+    first.dump()
+    text = Path(path).read_text()
+    codec = CompactJSONCodec()
+    unchanged = JsonDB(path, codec)
+    assert unchanged.get("convert:a", "_values_:")["outputs"]["a.usda"][1] == [1, 2, 3, 4, 5]
+    unchanged.set("convert", "deps:", ())  # equal, as JSON, to what it holds
+    assert codec.encode(unchanged._db) is codec._read[1]  # not encoded again
+    changes = {"set": lambda db: db.set("convert:a", "_values_:", {"tools": "t"}),
+               "set in place": lambda db: db.get("convert:a", "_values_:").update(tools="t")
+               or db.set("convert:a", "_values_:", db.get("convert:a", "_values_:")),
+               "new task": lambda db: db.set("convert:c", "deps:", []),
+               "remove": lambda db: db.remove("convert:b"), "remove_all": lambda db: db.remove_all()}
+    for name, change in changes.items():
+        Path(path).write_text(text)
+        db = JsonDB(path, CompactJSONCodec())
+        change(db)
+        expected = json.loads(json.dumps(db._db))
+        db.dump()
+        assert json.loads(Path(path).read_text()) == expected != json.loads(text), name
+
+
+def test_convert_tasks_name_no_targets_and_readers_of_their_outputs_depend_on_them_by_name(tmp_path):
+    """doit stats every target of every task at a no-op, and built_unchanged already checks each output:
+    convert tasks have none, so verify and thumbnail name convert:<name> in task_dep (else they could run
+    before, or without, the conversion they read)."""
+    from usdforge.pipeline import tasks
+    from usdforge.pipeline.verify_tasks import thumbnail_tasks, verify_tasks
+
+    library = manifest(tmp_path / "lib", [1.0, 2.0])
+    build = tmp_path / "build"
+    try:
+        converts = list(tasks.convert_tasks(library, build, cache="off"))
+    finally:
+        os.close(tasks._HELD.pop(os.path.abspath(build)))  # the build folder's lock, as at a doit run's end
+    assert [t["name"] for t in converts] == ["e0", "e1"] and not any(t.get("targets") for t in converts)
+    for reader in (*verify_tasks(library, build), *thumbnail_tasks(library, build)):
+        assert reader["task_dep"] == [f"convert:{reader['name']}"], reader["name"]
