@@ -123,3 +123,22 @@ def test_command_line_converts_with_packages_and_is_lazy(arm, tmp_path, capsys):
         assert (out / "arm.usd").is_file() and (out / "payloads" / "geometry.usd").is_file()
         assert main(["convert", str(tmp_path / "none.urdf"), str(out), "-q"]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_creating_the_file_a_package_uri_was_first_looked_for_reconverts(arm, tmp_path):
+    # The package is given explicitly but lacks finger.stl, so the model's own tree gives it; creating it in
+    # the given folder changes which file the URI names (found by the differential tester: the build kept
+    # the tree's file, a clean build took the given one).
+    given = tmp_path / "given" / "tiny_arm"
+    shutil.copytree(arm, given)
+    (given / "meshes" / "finger.stl").unlink()
+    urdf, out = arm / "urdf" / "tiny_arm.urdf", tmp_path / "out"
+    cfg = {"ros_package_paths": [{"name": "tiny_arm", "path": str(given)}]}
+    assert build(urdf, out, **cfg).converted
+    assert str(given / "meshes" / "finger.stl") in {str(p) for p in urdf_references(urdf, {"tiny_arm": str(given)})}
+    assert not build(urdf, out, **cfg).converted
+    trimesh.creation.box(extents=[0.01, 0.02, 0.03]).export(given / "meshes" / "finger.stl")
+    assert build(urdf, out, **cfg).converted
+    clean = tmp_path / "clean"
+    build(urdf, clean, **cfg)
+    assert (out / "payloads" / "geometry.usd").read_bytes() == (clean / "payloads" / "geometry.usd").read_bytes()

@@ -53,12 +53,15 @@ class UnresolvedUri(ValueError):
 
 
 class Resolution(NamedTuple):
-    """Where a ``package://`` URI led: the file, the folder that was its package root, and the rule
-    (``explicit``, ``folder``, ``walk-up``, ``three-slash``) that chose it."""
+    """Where a ``package://`` URI led: the file, the folder that was its package root, the rule
+    (``explicit``, ``folder``, ``walk-up``, ``three-slash``) that chose it, and the candidates tried before
+    it whose file was missing (``shadowed``): creating one of those would change where the URI leads, so
+    the dependency scan records them as missing files."""
 
     path: Path
     root: Path
     rule: str
+    shadowed: tuple[Path, ...] = ()
 
 
 def _real(path: str | Path) -> str:
@@ -238,11 +241,14 @@ def resolve_package_uri(uri: str, urdf_dir: Path, packages: dict[str, str], tree
     candidates: list[tuple[str, str, str]] = []  # (file, root, rule)
 
     def first_found(start: int) -> Resolution | None:
-        for file, root, rule in candidates[start:]:
+        for index, (file, root, rule) in enumerate(candidates[start:], start):
             # A file that climbs out of its root (package://pkg/../../x) is never "found" here: it is
             # reported outside the roots (rules.files.check_references).
             if _within(_real(file), _real(root)) and os.path.isfile(file):
-                return Resolution(Path(file), Path(root), "three-slash" if three_slash else rule)
+                # Every candidate before this one was tried (a search from `explicit` follows the explicit
+                # ones, all missing); those inside their roots are where the file would come from if created.
+                shadowed = tuple(Path(f) for f, r, _ in candidates[:index] if _within(_real(f), _real(r)))
+                return Resolution(Path(file), Path(root), "three-slash" if three_slash else rule, shadowed)
         return None
 
     if name in packages:

@@ -73,6 +73,8 @@ def urdf_references(path: str | Path, packages: dict[str, str], xacro_args: dict
     A xacro (``rules.urdf.xacro``) is expanded with ``xacro_args``: every file the expansion read
     (includes, YAML files; missing ones too) is a reference, and so is every file its URDF names. One that
     does not expand references the files it had read when it failed (a missing include among them).
+    A ``package://`` file found past candidates that were missing (``Resolution.shadowed``) references
+    those too: creating one changes which file the URI names.
     """
     path = Path(path)
     found: list[Path] = []
@@ -90,8 +92,12 @@ def urdf_references(path: str | Path, packages: dict[str, str], xacro_args: dict
     except ConversionError:
         return found
     seen = set(found)  # membership by hash: a robot names hundreds of mesh files
-    for reference in urdf_file_references(path, root, packages, tree_root, allowed)[0]:
-        if reference.path not in seen:
-            seen.add(reference.path)
-            found.append(reference.path)
+    references, _, resolutions = urdf_file_references(path, root, packages, tree_root, allowed)
+    # A package:// file found past missing candidates (an explicit package folder without it, so the model's
+    # own tree gave it) depends on those staying missing: they are references too, recorded as missing.
+    shadowed = [file for resolution in resolutions.values() for file in resolution.shadowed]
+    for file in [reference.path for reference in references] + shadowed:
+        if file not in seen:
+            seen.add(file)
+            found.append(file)
     return found
