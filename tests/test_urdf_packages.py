@@ -79,10 +79,13 @@ def test_a_folder_of_that_name_without_the_file_loses_to_the_folder_with_it(tmp_
     model = _write(tree / "ur_e_description" / "urdf" / "universalUR5e.urdf", "")
     found = _resolve("package://ur_description/meshes/ur5e/base.stl", model)
     assert (found.path, found.rule) == (mesh, "walk-up")
+    # The named folder's missing file came first: creating it changes where the URI leads (below), so the
+    # dependency scan records it.
+    assert tree / "ur_description" / "meshes" / "ur5e" / "base.stl" in found.shadowed
     # Where the named folder has the file, it wins (the peer's rule alone would miss these).
     other = _write(tree / "ur_description" / "meshes" / "ur5e" / "base.stl", STL)
-    assert _resolve("package://ur_description/meshes/ur5e/base.stl", model) == (other, tree / "ur_description",
-                                                                                 "folder")
+    assert _resolve("package://ur_description/meshes/ur5e/base.stl", model)[:3] == (other, tree / "ur_description",
+                                                                                     "folder")
 
 
 def test_three_slash_uri(tmp_path):
@@ -100,7 +103,7 @@ def test_package_xml_declaring_the_name_is_preferred_and_explicit_roots_come_fir
     declared = _write(tree / "arm-ros2" / "meshes" / "m.stl", STL)
     _write(tree / "arm-ros2" / "package.xml", "<package format='3'>\n  <name> arm </name></package>")
     model = _write(tree / "robots" / "r.urdf", "")
-    assert _resolve("package://arm/meshes/m.stl", model) == (declared, tree / "arm-ros2", "folder")
+    assert _resolve("package://arm/meshes/m.stl", model)[:3] == (declared, tree / "arm-ros2", "folder")
     given = _write(tmp_path / "given" / "meshes" / "m.stl", STL)
     assert _resolve("package://arm/meshes/m.stl", model, {"arm": str(tmp_path / "given")}).path == given
 
@@ -394,7 +397,9 @@ def test_the_dependency_scan_and_the_conversion_resolve_alike(tmp_path):
     mesh = _write(tree / "abb_irb140" / "meshes" / "l0.stl", STL)
     model = _write(tree / "abb_irb140" / "urdf" / "r.urdf", _robot([
         "package://abb_irb140_support/meshes/l0.stl", "package://outsider/meshes/a.stl"]))
-    assert referenced_files("urdf", model) == [str(mesh)]
+    # The walk-up rule tried the model's own folder first: that missing file would win if created, so it is
+    # a dependency too (recorded as missing).
+    assert referenced_files("urdf", model) == [str(mesh), str(tree / "abb_irb140" / "urdf" / "meshes" / "l0.stl")]
 
 
 def test_a_manifest_entry_allows_missing_files_and_bounds_packages_by_its_folder(tmp_path):
