@@ -288,17 +288,23 @@ def test_the_reader_and_its_version_are_in_the_cache_keys():
     assert any(path.name == "assimp_read.py" for path in meshes._READER_CODE)
 
 
+def crash_reading(monkeypatch, name: str) -> None:
+    """The reader's child segfaults on the file called ``name`` and reads the others (a fresh child is
+    forked with the patch in place)."""
+    read = assimp_read.read_assimp
+
+    def crash_on_name(path):
+        if path.name == name:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return read(path)
+
+    monkeypatch.setattr(assimp_read, "read_assimp", crash_on_name)
+    assimp_read.stop_reader()
+
+
 def test_one_child_reads_file_after_file_and_a_crash_loses_only_that_file(tmp_path, monkeypatch):
     paths = [write_obj(tmp_path, TETRA + "f 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n", f"p{i}.obj") for i in range(4)]
-    real = assimp_read.read_assimp
-
-    def crash_on_p1(path):
-        if path.name == "p1.obj":
-            os.kill(os.getpid(), signal.SIGSEGV)
-        return real(path)
-
-    monkeypatch.setattr(assimp_read, "read_assimp", crash_on_p1)
-    assimp_read.stop_reader()  # the next child is forked with the patch in place
+    crash_reading(monkeypatch, "p1.obj")  # the next child is forked with the patch in place
     children = []
     results = []
     for path in paths:
@@ -376,15 +382,7 @@ def test_files_asked_for_ahead_give_the_same_answers_in_any_order_and_a_crash_st
         expected = 28 if path == paths[1] else direct[path]
         assert len(read_in_child(path)[0].faces) == expected
 
-    read = assimp_read.read_assimp
-
-    def crash_on_m1(path):
-        if path.name == "m1.obj":
-            os.kill(os.getpid(), signal.SIGSEGV)
-        return read(path)
-
-    monkeypatch.setattr(assimp_read, "read_assimp", crash_on_m1)
-    assimp_read.stop_reader()
+    crash_reading(monkeypatch, "m1.obj")
     assimp_read.request_ahead(paths)
     assert len(read_in_child(paths[3])[0].faces) == direct[paths[3]]  # m1 crashed on the way: a fresh child
     assert read_in_child(paths[1]) == "crashed"
