@@ -18,7 +18,7 @@ MuJoCo's contacts on the same model (pairs in contact at rest excluded), for the
 
 * **usdforge**: the corpus MJCF converted to USD, ``solve_ik`` (dls, 200 iterations, solved to 5e-4 as
   ``bench/ik_tasks.py``), once from q0 alone and once with 16 starts and restarts (its default for these
-  tasks), and with collision on also 16 starts capped at 50 iterations; collision: capsules fitted to the USD's colliders, 5 mm margin, the pairs ``FRANKA_PAIRS``.
+  tasks), and with collision on also 16 and 4 starts capped at 50 iterations; collision: capsules fitted to the USD's colliders, 5 mm margin, the pairs ``FRANKA_PAIRS``.
 * **PyRoKi**: the corpus Franka URDF (example-robot-data's ``panda.urdf``, the same kinematics: the bench
   prints the largest FK difference), its documented IK recipe (``pose_cost_analytic_jac`` with position
   weight 50 and orientation weight 10, ``limit_cost`` 100, Levenberg–Marquardt with a dense Cholesky, up
