@@ -553,7 +553,7 @@ def test_a_texture_decoded_once_is_not_decoded_again_until_its_bytes_change(tmp_
     """The "decodes as an image" verdict is cached by the texture's content: a cfg edit does not decode the
     texture again; a texture whose bytes changed into a non-image is decoded again and refused."""
     import attrs
-    from PIL import Image, ImageFile
+    from PIL import Image
 
     from usdforge.pipeline import MjcfConverter
     from usdforge.rules.errors import ConversionError
@@ -567,9 +567,11 @@ def test_a_texture_decoded_once_is_not_decoded_again_until_its_bytes_change(tmp_
           <worldbody><body name="b"><freejoint/><geom type="box" size=".1 .1 .1" material="m"/></body></worldbody>
         </mujoco>
         """))
+    from usdforge.rules import files
+
     decoded = []
-    load = ImageFile.ImageFile.load
-    monkeypatch.setattr(ImageFile.ImageFile, "load", lambda image: decoded.append(image.filename) or load(image))
+    decode = files._image_problem  # a PNG's pixels are checked without Pillow's ``load`` (rules.png_pixels)
+    monkeypatch.setattr(files, "_image_problem", lambda path, **options: decoded.append(str(path)) or decode(path, **options))
     cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
     MjcfConverter(cfg, cache=build_cache)
     assert decoded == [str(tmp_path / "t.png")]
@@ -580,7 +582,7 @@ def test_a_texture_decoded_once_is_not_decoded_again_until_its_bytes_change(tmp_
     (tmp_path / "t.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"not an image" * 10)
     with pytest.raises(ConversionError, match="t.png is not an image"):
         MjcfConverter(attrs.evolve(cfg, override_gain_prm=(322.0,)), cache=build_cache)
-    assert len(decoded) == 1  # Pillow failed before loading pixels: the verdict was not reused
+    assert len(decoded) == 1  # Pillow failed on its header, before the pixels: the verdict was not reused
 
 
 def test_the_doit_action_hashes_each_settled_input_and_written_output_once(tmp_path, monkeypatch):

@@ -154,3 +154,86 @@ def test_overlapped_texture_checks_return_at_once_and_raise_on_leaving(tmp_path,
     assert raised.value.__suppress_context__
     with files.texture_checks_overlapped():
         files.check_references(refs[:1], [tmp_path])
+
+
+def png_with_pixels(tmp_path: Path, name: str, image: Image.Image, raw: bytes | None = None,
+                    stream: bytes | None = None) -> Path:
+    """``image`` saved as PNG with its pixel data replaced: ``raw`` (filter bytes and rows) compressed, or
+    ``stream`` as the IDAT data as it is; every chunk's CRC valid."""
+    import struct
+    import zlib
+
+    path = tmp_path / name
+    image.save(path)
+    data = path.read_bytes()
+    start = data.index(b"IDAT") - 4
+    end = data.index(b"IEND") - 4
+    body = stream if stream is not None else zlib.compress(raw) if raw is not None else None
+    if body is not None:
+        chunk = struct.pack(">I", len(body)) + b"IDAT" + body + struct.pack(">I", zlib.crc32(b"IDAT" + body))
+        path.write_bytes(data[:start] + chunk + data[end:])
+    return path
+
+
+def idat_stream(data: bytes) -> bytes:
+    """The IDAT chunks' data of a PNG file's bytes, joined."""
+    import struct
+
+    position, found = 8, []
+    while position < len(data):
+        size, kind = struct.unpack(">I4s", data[position:position + 8])
+        if kind == b"IDAT":
+            found.append(data[position + 8:position + 8 + size])
+        position += 12 + size
+    return b"".join(found)
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "LA", "1", "P", "I;16"])
+def test_png_pixel_data_is_checked_without_building_the_image(tmp_path, monkeypatch, mode):
+    """A non-interlaced PNG's pixels are checked by inflating its IDAT stream and checking the rows'
+    length and filter bytes (``rules.png_pixels``), not by Pillow's decode (under half the CPU): a good
+    image of every colour type passes; a broken stream and an unknown filter type are refused, as
+    Pillow's decode refuses them; a stream that ends before the last row or is cut off after it (no
+    end, no checksum) is refused as truncated (Pillow leaves missing rows blank; libpng refuses both)."""
+    import zlib
+
+    source = Image.effect_noise((23, 9), 60).convert(mode)
+    good = png_with_pixels(tmp_path, "good.png", source)
+    raw = zlib.decompress(idat_stream(good.read_bytes()))
+    stride = len(raw) // 9
+    bad_filter = bytearray(raw)
+    bad_filter[4 * stride] = 7
+    compressed = zlib.compress(raw)
+    cases = {"bad_filter.png": (bytes(bad_filter), None, "row 4 has filter type 7"),
+             "short.png": (raw[:-stride], None, "ends after 8 of 9 rows"),
+             "cut.png": (None, compressed[:-2], "cut off after the last row"),
+             "broken.png": (None, compressed[:2] + b"\xff" * 20, "not a valid zlib stream")}
+    for name, (data, stream, _) in cases.items():
+        png_with_pixels(tmp_path, name, source, raw=data, stream=stream)
+    for name in ("bad_filter.png", "broken.png"):  # Pillow refuses these too; it leaves missing rows blank
+        with pytest.raises(Exception), Image.open(tmp_path / name) as image:
+            image.load()
+    monkeypatch.setattr(Image.Image, "load", lambda self: pytest.fail("the PNG was decoded by Pillow"))
+    assert files._image_problem(good) is None
+    for name, (_, _, expected) in cases.items():
+        assert expected in (files._image_problem(tmp_path / name) or "no problem"), name
+
+
+def test_an_interlaced_png_is_decoded_by_pillow(tmp_path):
+    """Adam7 images are not checked by the stream check: Pillow decodes them, and refuses a broken one."""
+    import struct
+    import zlib
+
+    from usdforge.rules.png_pixels import NOT_CHECKED, pixel_problem
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 1))  # 1×1 grey, interlaced
+    interlaced = tmp_path / "interlaced.png"  # Adam7's first pass holds the only pixel; the others are empty
+    interlaced.write_bytes(b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", zlib.compress(b"\0\x80")) + chunk(b"IEND", b""))
+    assert pixel_problem(interlaced) == NOT_CHECKED
+    assert files._image_problem(interlaced) is None
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", b"\x78\x9c\xff\xff") + chunk(b"IEND", b""))
+    assert files._image_problem(broken) is not None
