@@ -15,6 +15,7 @@ written.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -258,8 +259,25 @@ def error_line(exc: BaseException) -> str:
     return text
 
 
+#: The cyclic garbage collector's thresholds during a command (Python's default is (700, 10, 10)): a
+#: conversion allocates millions of short-lived objects (imports, attrs classes, USD specs) and few
+#: cycles, so a young collection every 700 allocations costs CPU for nothing (tiago: 140 collections,
+#: 0.058 s; 42, 0.037 s with these, the rest while this module's imports ran). Cycles are still
+#: collected, 10,000 allocations later at most.
+COLLECTOR_THRESHOLDS = (10_000, 10, 10)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``usdforge`` console script."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*COLLECTOR_THRESHOLDS)
+    try:
+        return _main(argv)
+    finally:
+        gc.set_threshold(*thresholds)  # as it was for a caller in this process (tests call main)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     # Nothing here renders: without this, ``import mujoco`` loads its OpenGL context (GLFW through cffi),
     # a fifth of a second of every MJCF conversion. A MUJOCO_GL the user set is kept.
