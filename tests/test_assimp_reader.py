@@ -387,3 +387,24 @@ def test_files_asked_for_ahead_give_the_same_answers_in_any_order_and_a_crash_st
     assert len(read_in_child(paths[3])[0].faces) == direct[paths[3]]  # m1 crashed on the way: a fresh child
     assert read_in_child(paths[1]) == "crashed"
     assert len(read_in_child(paths[0])[0].faces) == direct[paths[0]]
+
+
+@pytest.mark.parametrize("scale", [1e-3, 0.5, 1e5])
+def test_welding_groups_points_exactly_as_trimesh_unique_rows(scale):
+    """``_weld`` (sorting integer keys: each column's rank packed into one integer) gives trimesh's
+    ``grouping.unique_rows``: the same unique rows in the same order and the same inverse, for points
+    within 1 cm (packed as trimesh packs them) and beyond (trimesh sorts the rows' bytes), with shared
+    coordinates in a column and mirrored ones."""
+    from trimesh.grouping import unique_rows
+
+    from usdforge.rules.robot.meshes import _weld
+
+    rng = np.random.default_rng(int(scale * 1000))
+    base = rng.uniform(-scale, scale, (400, 3))
+    base[::3, 0] = np.round(base[::3, 0], 1)  # many rows share their first coordinate
+    base[200:260, 1] = -base[:60, 1]  # mirrored coordinates
+    points = base[rng.integers(0, len(base), 3000)]
+    unique, inverse = _weld(points)
+    expected_unique, expected_inverse = unique_rows(points)
+    np.testing.assert_array_equal(unique, expected_unique)
+    np.testing.assert_array_equal(inverse, expected_inverse)

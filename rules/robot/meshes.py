@@ -134,17 +134,46 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray, sourc
 
 def _weld(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unique, inverse) of ``points`` (V, 3) rounded to 1e-8: exactly trimesh's ``grouping.unique_rows``
-    (the same rows in the same order, so both readers' parts weld alike) without importing trimesh."""
+    (the same rows in the same order, so both readers' parts weld alike) without importing trimesh.
+
+    trimesh packs a row into one 64-bit integer when every coordinate is within ±2**20 (about 1 cm), else
+    takes ``np.unique`` of the rows' 24 bytes, whose order is that of ``memcmp``: the byte-swapped
+    (big-endian) columns compared as unsigned integers, first column first. That order is kept here by
+    packing each column's dense rank into 21 bits of one integer (up to 2**21 distinct values per
+    column, else the bytes as trimesh does): sorting integers is 2× faster than sorting 24-byte rows."""
     as_int = np.round(points * 1e8 - 1e-6).astype(np.int64)
     threshold = (2 ** 20) - 1  # 21 bits per column: a row packs into one 64-bit integer
-    if len(as_int) and as_int.max() < threshold and as_int.min() > -threshold:
-        hashable = np.zeros(len(as_int), dtype=np.uint64)
+    if not len(as_int):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if as_int.max() < threshold and as_int.min() > -threshold:
+        key = np.zeros(len(as_int), dtype=np.uint64)
         for offset, column in enumerate((as_int.T + (threshold + 1)).astype(np.uint64)):
-            np.bitwise_xor(hashable, column << np.uint64(offset * 21), out=hashable)
-    else:
-        hashable = np.ascontiguousarray(as_int).view(np.dtype((np.void, 24))).reshape(-1)
-    _, unique, inverse = np.unique(hashable, return_index=True, return_inverse=True)
+            np.bitwise_xor(key, column << np.uint64(offset * 21), out=key)
+        return _groups(key)
+    swapped = np.ascontiguousarray(as_int).byteswap().view(np.uint64)
+    ranks = [np.unique(column, return_inverse=True)[1].reshape(-1) for column in swapped.T]
+    if max(int(rank.max()) for rank in ranks) < 2 ** 21:
+        key = np.zeros(len(as_int), dtype=np.uint64)
+        for offset, rank in zip((42, 21, 0), ranks):
+            key |= rank.astype(np.uint64) << np.uint64(offset)
+        return _groups(key)
+    rows = np.ascontiguousarray(as_int).view(np.dtype((np.void, 24))).reshape(-1)
+    _, unique, inverse = np.unique(rows, return_index=True, return_inverse=True)
     return unique, inverse.reshape(-1)
+
+
+def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_index=True, return_inverse=True)`` without its stable sort (uint64 keys,
+    at least one): the first index of each value is the smallest index of its group."""
+    order = np.argsort(key)
+    ordered = key[order]
+    starts = np.empty(len(key), dtype=bool)
+    starts[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    unique = np.minimum.reduceat(order, np.flatnonzero(starts)).astype(np.int64)
+    inverse = np.empty(len(key), dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return unique, inverse
 
 
 def _from_assimp(name: str, raw: Any) -> MeshPart:
