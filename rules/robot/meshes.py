@@ -151,7 +151,7 @@ def _weld(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.bitwise_xor(key, column << np.uint64(offset * 21), out=key)
         return _groups(key)
     swapped = np.ascontiguousarray(as_int).byteswap().view(np.uint64)
-    ranks = [np.unique(column, return_inverse=True)[1].reshape(-1) for column in swapped.T]
+    ranks = [_groups(np.ascontiguousarray(column))[1] for column in swapped.T]  # each value's dense rank
     if max(int(rank.max()) for rank in ranks) < 2 ** 21:
         key = np.zeros(len(as_int), dtype=np.uint64)
         for offset, rank in zip((42, 21, 0), ranks):
