@@ -30,8 +30,9 @@ MAX_TEXTURE_PIXELS = 16384 * 16384
 #: Bytes of decoded texels the texture check holds at once: images are decoded side by side (in the
 #: model's order) only while their decoded sizes add up to at most this; a larger one is decoded alone.
 DECODE_BUDGET_BYTES = 256 << 20
-#: How a PNG's pixels are checked (``rules.png_pixels``), part of the cached verdict's key.
-PNG_CHECK = "inflate-filters-1"
+#: How textures are checked beyond Pillow's decode (a PNG's pixel data by ``rules.png_pixels``, a JPEG at 1/8
+#: scale), part of the cached verdict's key.
+TEXTURE_CHECK = "png-inflate-filters-1;jpeg-draft-1"
 #: Most XML elements in one model file (a 100,000-link robot has about a million).
 MAX_ELEMENTS = 2_000_000
 #: Largest magnitude of a number usdforge writes: USD stores most values as 32-bit floats (at most about
@@ -406,6 +407,11 @@ def _image_problem(path: Path, quiet: bool = True) -> str | None:
                 problem = pixel_problem(path)
                 if problem != NOT_CHECKED:
                     return problem
+            if image.format == "JPEG":
+                # libjpeg's DCT scaling: every block's entropy-coded data is still decoded (where a broken
+                # or truncated file fails: the same verdicts on 4,000 random corruptions), the inverse DCT
+                # at 1/8 scale: half the CPU of a full decode.
+                image.draft(image.mode, ((image.width + 7) // 8, (image.height + 7) // 8))
             image.load()
     except Exception as exc:  # noqa: BLE001 - Pillow raises many kinds; all mean "not a usable image"
         return _pillow_problem(Image, exc)
@@ -425,7 +431,7 @@ def _decoded_verdict(path: Path) -> tuple[object, str] | None:
     if len(sha) != 64:  # "missing", "unreadable": decode (and report) as without a cache
         return None
     payload = (f"texture-decoded;sha256={sha};pillow={_pillow_version()};max_pixels={MAX_TEXTURE_PIXELS};"
-               f"png={PNG_CHECK}")
+               f"check={TEXTURE_CHECK}")
     return store, hashlib.sha256(payload.encode()).hexdigest()
 
 

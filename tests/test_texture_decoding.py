@@ -237,3 +237,21 @@ def test_an_interlaced_png_is_decoded_by_pillow(tmp_path):
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", b"\x78\x9c\xff\xff") + chunk(b"IEND", b""))
     assert files._image_problem(broken) is not None
+
+
+def test_a_jpeg_is_decoded_at_an_eighth_of_its_size_and_a_truncated_one_refused(tmp_path, monkeypatch):
+    """JPEG textures are decoded through libjpeg's DCT scaling (every block's entropy-coded data decoded,
+    the inverse DCT at 1/8): a good file passes, a truncated one is refused as a full decode refuses it."""
+    good = tmp_path / "good.jpg"
+    Image.effect_noise((64, 48), 40).convert("RGB").save(good, quality=90)
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(good.read_bytes()[:len(good.read_bytes()) // 2])
+    from PIL import JpegImagePlugin
+
+    scales = []
+    draft = JpegImagePlugin.JpegImageFile.draft
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "draft",
+                        lambda self, mode, size: scales.append(size) or draft(self, mode, size))
+    assert files._image_problem(good) is None
+    assert scales == [(8, 6)]
+    assert "truncated" in (files._image_problem(cut) or "")
