@@ -15,13 +15,15 @@ written.
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import logging
 import os
 import sys
+import threading
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from usdforge.rules.errors import ConversionError
 from usdforge.schemas import ConfigError, __version__
@@ -318,5 +320,26 @@ def _run(args: argparse.Namespace, quiet: bool) -> int:
     return 0
 
 
+def console() -> NoReturn:
+    """Entry point of the ``usdforge`` console script (and ``python -m usdforge.pipeline.cli``): ``main``,
+    then the process ends without tearing the interpreter down. Everything is written by then (the output
+    published, the build cache's writes joined), so what a normal exit adds is freeing every object one by
+    one (USD layers and types, the imported modules: 0.07-0.16 s of CPU, 10-15 % of a small conversion)
+    before the kernel frees the memory anyway. What a normal exit does that matters is still done: the
+    threads that are not daemons are joined, the ``atexit`` functions run (logging's flush among them) and
+    the standard streams flushed."""
+    code = main()
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()  # what Py_Finalize runs first; private, but in every CPython since 2.x
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the reader went away (a closed pipe), as a normal exit tolerates
+            code = code or 120  # the status CPython's own exit gives when flushing stdout fails
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

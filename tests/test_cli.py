@@ -85,3 +85,26 @@ def test_warnings_are_one_line_each_and_quiet_silences_them(tmp_path):
     assert "warn(" not in loud.stderr
     quiet = usdforge("convert", str(urdf), str(tmp_path / "b"), "-q")
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_the_console_entry_ends_without_teardown_but_joins_threads_runs_atexit_and_flushes(tmp_path):
+    """``console`` (the ``usdforge`` script) ends the process with ``os._exit`` after ``main``, skipping the
+    interpreter's teardown, but still waits for a thread that is not a daemon, runs the ``atexit``
+    functions, flushes what was printed and exits with ``main``'s status."""
+    script = (
+        "import atexit, sys, threading, time\n"
+        "from pathlib import Path\n"
+        "out = Path(sys.argv[1])\n"
+        "atexit.register(lambda: (out / 'atexit').write_text('ran'))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), (out / 'thread').write_text('done'))).start()\n"
+        "sys.argv = ['usdforge', 'cache', 'stats', '--cache', str(out / 'cache')]\n"
+        "from usdforge.pipeline.cli import console\n"
+        "console()\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip(), "the command's output was not flushed"
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").read_text() == "done"
+    failed = subprocess.run([sys.executable, "-c", script.replace("'stats'", "'nonsense'"), str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 2 and "invalid choice" in failed.stderr  # argparse's usage error, as before
