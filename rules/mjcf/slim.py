@@ -138,6 +138,13 @@ def _struct_values(struct: Any) -> dict[str, Any]:
     return values
 
 
+@cache
+def _struct_names() -> tuple[str, ...]:
+    """``opt.timestep`` …: every value of ``_STRUCTS`` a slim intermediate holds."""
+    model = _reference()[0]
+    return tuple(f"{path}.{name}" for path in _STRUCTS for name in _struct_values(_struct(model, path)))
+
+
 def _first_dim_count(name: str) -> str | None:
     for count, prefixes in _FIRST_DIM:
         if any(name == p or (p.endswith("_") and name.startswith(p)) for p in prefixes):
@@ -247,7 +254,8 @@ def decode(blob: bytes) -> Slim:
         if value.dtype.kind == "f" and _bad(value).any():
             raise ValueError(f"array {name} not finite")
         arrays[name] = value
-    missing = {*FIELDS, "names", "paths", *(f"data.{n}" for n in DATA_FIELDS)} - set(arrays)
+    missing = {*FIELDS, "names", "paths", *(f"data.{n}" for n in DATA_FIELDS), *_struct_names()} - \
+        {*arrays, *scalars}
     if missing:
         raise ValueError(f"missing {sorted(missing)[:3]}")
     for accessor, (address, count) in _NAMED.items():
