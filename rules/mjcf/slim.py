@@ -139,12 +139,6 @@ def _struct_values(struct: Any) -> dict[str, Any]:
 
 
 @cache
-def _struct_names() -> tuple[str, ...]:
-    """``opt.timestep`` …: every value of ``_STRUCTS`` a slim intermediate holds."""
-    model = _reference()[0]
-    return tuple(f"{path}.{name}" for path in _STRUCTS for name in _struct_values(_struct(model, path)))
-
-
 def _first_dim_count(name: str) -> str | None:
     for count, prefixes in _FIRST_DIM:
         if any(name == p or (p.endswith("_") and name.startswith(p)) for p in prefixes):
@@ -180,15 +174,26 @@ def encode(model: mujoco.MjModel, data: mujoco.MjData, warnings: list[str]) -> b
 
 def _reference_value(name: str) -> Any:
     """MuJoCo's value of field ``name`` on the empty reference model (None: not a field we store)."""
+    return _references().get(name)
+
+
+@cache
+def _references() -> dict[str, Any]:
+    """Every field a slim intermediate holds → its value on the empty reference model."""
     model, data = _reference()
-    if name.startswith("data."):
-        return getattr(data, name[5:]) if name[5:] in DATA_FIELDS else None
-    if name in ("names", "paths"):
-        return np.zeros(0, dtype=np.uint8)
+    found: dict[str, Any] = {name: getattr(model, name) for name in FIELDS}
+    found.update({f"data.{name}": getattr(data, name) for name in DATA_FIELDS})
+    found.update({name: np.zeros(0, dtype=np.uint8) for name in ("names", "paths")})
     for path in _STRUCTS:
-        if name.startswith(path + "."):
-            return _struct_values(_struct(model, path)).get(name[len(path) + 1:])
-    return getattr(model, name) if name in FIELDS else None
+        found.update({f"{path}.{name}": value for name, value in _struct_values(_struct(model, path)).items()})
+    return found
+
+
+def _finite(values: np.ndarray) -> bool:
+    """Every value finite and within USD's float range (NaN fails both comparisons)."""
+    from usdforge.rules.files import MAX_MAGNITUDE
+
+    return not values.size or bool(values.min() >= -MAX_MAGNITUDE and values.max() <= MAX_MAGNITUDE)
 
 
 class Slim:
@@ -201,8 +206,6 @@ class Slim:
 
 def decode(blob: bytes) -> Slim:
     """``encode``'s bytes back; ValueError on anything doubtful (see the module docstring)."""
-    from usdforge.rules.mjcf.finite import _bad
-
     if len(blob) > MAX_BYTES or len(blob) < 8:
         raise ValueError("size")
     size = int.from_bytes(blob[:8], "little")
@@ -225,7 +228,7 @@ def decode(blob: bytes) -> Slim:
     for name, value in scalars.items():
         reference = _reference_value(name)
         if reference is None or isinstance(reference, np.ndarray) or type(value) is not type(reference) \
-                or (isinstance(value, float) and _bad(np.asarray([value])).any()):
+                or (isinstance(value, float) and not _finite(np.asarray([value]))):
             raise ValueError(f"scalar {name}")
     body = memoryview(blob)[8 + size:]
     arrays: dict[str, np.ndarray] = {}
@@ -251,11 +254,10 @@ def decode(blob: bytes) -> Slim:
         if offset + length > len(body):
             raise ValueError(f"array {name} out of bounds")
         value = np.frombuffer(body, reference.dtype, int(np.prod(shape)), offset).reshape(shape).copy()
-        if value.dtype.kind == "f" and _bad(value).any():
+        if value.dtype.kind == "f" and not _finite(value):
             raise ValueError(f"array {name} not finite")
         arrays[name] = value
-    missing = {*FIELDS, "names", "paths", *(f"data.{n}" for n in DATA_FIELDS), *_struct_names()} - \
-        {*arrays, *scalars}
+    missing = set(_references()) - {*arrays, *scalars}
     if missing:
         raise ValueError(f"missing {sorted(missing)[:3]}")
     for accessor, (address, count) in _NAMED.items():
