@@ -30,7 +30,7 @@ from usdforge.rules.mjcf.load import LoadedModel, compile_repaired, load_mjcf
 from usdforge.rules.mjcf.lost import author_plugin_data, lost_elements
 from usdforge.rules.mjcf.records import HINGE, SLIDE, author_records, author_sites, usd_qpos
 from usdforge.rules.mjcf.scene import author_scene
-from usdforge.rules.mjcf.slim import slim_or_compiled
+from usdforge.rules.mjcf.slim import empty_model, slim_or_compiled
 from usdforge.rules.mjcf.tendons import author_tendons
 from usdforge.rules.mjcf.usd import MjcfUsd
 from usdforge.rules.outputs import resolve_usd_file_name
@@ -96,7 +96,7 @@ def unwritten_options(model: mujoco.MjModel) -> list[str]:
     """The model's ``<option>`` values that change the simulation and differ from MuJoCo's defaults
     (time step, gravity, integrator, the medium's density, viscosity and wind), as ``name value`` texts:
     without ``import_physics_scene`` no scene carries them and engines use their own."""
-    default = mujoco.MjModel.from_xml_string("<mujoco/>").opt
+    default = empty_model().opt
     ours = model.opt
     out = []
     for field in ("timestep", "gravity", "density", "viscosity", "wind"):

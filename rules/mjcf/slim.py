@@ -107,7 +107,8 @@ _STRUCTS = ("opt", "stat", "vis.map")
 
 @cache
 def _reference() -> tuple[mujoco.MjModel, mujoco.MjData]:
-    """An empty compiled model: MuJoCo's dtype and trailing dimensions of every field."""
+    """An empty compiled model and its data: MuJoCo's defaults, dtype and trailing dimensions of every
+    field (compiled once per process)."""
     model = mujoco.MjModel.from_xml_string("<mujoco/>")
     return model, mujoco.MjData(model)
 
@@ -118,6 +119,11 @@ def _counts() -> tuple[str, ...]:
     model = _reference()[0]
     return tuple(name for name in dir(model) if name.startswith("n") and not name.startswith("name")
                  and type(getattr(model, name, None)) is int)
+
+
+def empty_model() -> mujoco.MjModel:
+    """MuJoCo's compiled ``<mujoco/>`` (its defaults), compiled once per process."""
+    return _reference()[0]
 
 
 def _struct(model: Any, path: str) -> Any:
@@ -139,11 +145,21 @@ def _struct_values(struct: Any) -> dict[str, Any]:
 
 
 @cache
-def _first_dim_count(name: str) -> str | None:
-    for count, prefixes in _FIRST_DIM:
-        if any(name == p or (p.endswith("_") and name.startswith(p)) for p in prefixes):
-            return count
-    return None
+def _row_counts() -> dict[str, str]:
+    """Array name → the size field its first dimension equals (``_FIRST_DIM``), for every held array."""
+    rows = {address: count for address, count in _NAMED.values()}
+    for name in _references():
+        field = name.removeprefix("data.")
+        if name in rows:
+            continue
+        if name.startswith("data."):
+            rows[name] = "nbody"
+            continue
+        for count, prefixes in _FIRST_DIM:
+            if field in prefixes or any(p[-1] == "_" and field.startswith(p) for p in prefixes):
+                rows[name] = count
+                break
+    return rows
 
 
 def encode(model: mujoco.MjModel, data: mujoco.MjData, warnings: list[str]) -> bytes:
@@ -245,9 +261,7 @@ def decode(blob: bytes) -> Slim:
                 or len(shape) != reference.ndim or (reference.ndim > 1 and reference.shape[-1] and
                                                    shape[-1] != reference.shape[-1]):
             raise ValueError(f"array {name}")
-        count = _first_dim_count(name.removeprefix("data."))
-        if name.startswith("data."):
-            count = "nbody"
+        count = _row_counts().get(name)
         if count is not None and shape and shape[0] != sizes.get(count, len(blob)):
             raise ValueError(f"array {name}: {shape[0]} rows, {count} = {sizes.get(count)}")
         length = int(np.prod(shape)) * reference.dtype.itemsize
@@ -423,8 +437,9 @@ def slim_or_compiled(asset: Path, allowed_roots: tuple[str, ...], link_density: 
     loaded = apply_link_density(load_mjcf(asset, allowed_roots), link_density)
     repaired = bool(loaded.skipped or loaded.trimesh_meshes or loaded.unknown_mass)
     if storable(loaded.model, repaired):
-        blob = encode(loaded.model, loaded.data, loaded.warnings)
-        write_in_background(lambda: store.put_entry(key, {_FILE: blob}, kind="mjcf-slim"))
+        # Encoded, hashed and written beside the rest of the conversion (the model is not changed after).
+        model, data, warnings = loaded.model, loaded.data, list(loaded.warnings)
+        write_in_background(lambda: store.put_entry(key, {_FILE: encode(model, data, warnings)}, kind="mjcf-slim"))
     return loaded
 
 
