@@ -14,7 +14,7 @@ For each model of ``../shared/corpus`` (its folder copied twice into a temporary
 Each figure is the fastest of ``--repeat`` runs (default 2), each with a fresh cache, timed in-process
 (imports excluded). Beside them, what bounds any cfg-only rebuild that still reads its source: ``read``,
 the part of the cfg-only rebuild spent reading the source into the robot model (URDF: ``robot_from_urdf``;
-MJCF: loading the cached compiled model and reading bodies, geoms and drives), and ``floor`` = (read +
+MJCF: the slim intermediate of the compiled model, or compiling, and reading bodies, geoms and drives), and ``floor`` = (read +
 restore) / cold: even a rebuild that re-authored only the layers an edit touches would cost that much;
 ``compile``, the part of ``read`` spent in MuJoCo's compile (``MjSpec.compile``, MJCF): what a cached,
 cfg-independent MJCF intermediate without mesh arrays would save. Every rebuilt or restored output is checked byte for byte against a conversion of the
@@ -100,8 +100,7 @@ def convert(cfg, usd_dir: Path, cache):
 
 #: The functions that read a source into the robot model, by converter module (what ``read`` times).
 READERS = {"usdforge.rules.urdf.convert": ("robot_from_urdf",),
-           "usdforge.rules.mjcf.convert": ("load_mjcf", "apply_link_density", "read_bodies", "read_geoms",
-                                           "apply_drives")}
+           "usdforge.rules.mjcf.convert": ("slim_or_compiled", "read_bodies", "read_geoms", "apply_drives")}
 
 
 @contextmanager

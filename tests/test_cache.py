@@ -387,6 +387,14 @@ def test_a_byte_identical_copy_elsewhere_is_up_to_date_and_provenance_is_locatio
     assert elsewhere.cache_key == first.cache_key
 
 
+def _without_slim_intermediate(monkeypatch) -> None:
+    """No slim MJCF intermediate is stored (``rules.mjcf.slim``, which a cfg-only rebuild reads before any
+    compiled model): a rebuild then loads the model, from the compiled MJB when one is stored."""
+    from usdforge.rules.mjcf import slim
+
+    monkeypatch.setattr(slim, "storable", lambda model, repaired: False)
+
+
 def test_mjcf_compiled_model_is_reused_on_a_cfg_edit_and_not_after_a_mesh_edit(tmp_path, build_cache, monkeypatch):
     """MuJoCo's compiled model (MJB) comes from the cache when only the cfg changed; a mesh edit compiles
     again; either way the output is byte for byte a conversion without the cache. Storing it is opt-in
@@ -400,6 +408,7 @@ def test_mjcf_compiled_model_is_reused_on_a_cfg_edit_and_not_after_a_mesh_edit(t
     source = tmp_path / "pan_tilt" / "pan_tilt.xml"
     cfg = MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))
     monkeypatch.delenv("USDFORGE_CACHE_COMPILED", raising=False)
+    _without_slim_intermediate(monkeypatch)
     MjcfConverter(attrs.evolve(cfg, usd_dir=str(tmp_path / "auto")), cache=tmp_path / "auto-cache")
     kinds = Store(tmp_path / "auto-cache").stats()["by_kind"]
     assert "mjcf" in kinds and "mjcf-compiled" not in kinds, kinds
@@ -518,6 +527,7 @@ def test_a_corrupt_compiled_model_is_detected_and_compiled_again(tmp_path, build
     from usdforge.schemas import MjcfConverterCfg
 
     monkeypatch.setenv("USDFORGE_CACHE_COMPILED", "on")
+    _without_slim_intermediate(monkeypatch)
     shutil.copytree(REPO / "assets" / "robots" / "pan_tilt", tmp_path / "pan_tilt")
     cfg = MjcfConverterCfg(asset_path=str(tmp_path / "pan_tilt" / "pan_tilt.xml"), usd_dir=str(tmp_path / "out"))
     MjcfConverter(cfg, cache=build_cache)

@@ -16,6 +16,7 @@ from layer_fixture import mutations, write_fixtures
 from usdforge.pipeline import converter_for
 from usdforge.pipeline.cache import Store
 from usdforge.pipeline.kinds import cfg_class
+from usdforge.rules.mjcf import slim
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
 from usdforge.rules.robot.layer_fields import (FIELD_UNITS, NO_OUTPUT_FIELDS, READ_FIELDS, FieldView,
                                                UndeclaredField, documented_tables)
@@ -69,6 +70,7 @@ def test_mutating_each_field_rebuilds_only_its_layers(kind, folder):
     reference = units(work / "base")
     seen: dict[str, set[str]] = {}
     step = 0
+    fallbacks = len(slim.compiles)
     for field, values in mutations(kind, folder / "fx").items():
         if field in ("asset_path", "usd_dir", "usd_file_name"):
             continue  # where the files are: no byte of the output
@@ -86,6 +88,10 @@ def test_mutating_each_field_rebuilds_only_its_layers(kind, folder):
             seen.setdefault(field, set()).update(changed)
             if field in FIELD_UNITS[kind] and field != "run_asset_transformer" and kind == "urdf":
                 assert hits(store, "intermediate") == 1  # the robot as read came from the cache
+            if field in FIELD_UNITS[kind] and field not in ("run_asset_transformer", "link_density") and kind == "mjcf":
+                # MuJoCo's compiled model came from the slim intermediate: no compile (link_density edits
+                # the spec before the compile: a miss, compiled and stored under its own key).
+                assert hits(store, "mjcf-slim") == 1 and len(slim.compiles) == fallbacks, field
             if field == "robot_type":  # only base reads it: every other keyed unit was reused
                 assert hits(store, "layer:") >= 5
             shutil.rmtree(work / f"cold{step}")

@@ -14,6 +14,10 @@ model back (decompressing and loading it) saves 0.01-0.56 s per model and cfg ed
 ``anybotics_anymal_c`` compiles in 1.6 s and reads back in 1.05 s. The conversion's own outputs (restored
 whole when nothing changed) and the mesh geometry (reused on a cfg edit) stay cached by default.
 
+A cfg-only rebuild reads the slim intermediate first (``rules.mjcf.slim``: the arrays the converter uses,
+stored by default, read back in milliseconds): the MJB is looked up only when no slim intermediate is held
+(a ``link_density`` edit, a model with flexes or skins).
+
 Stored only when reusing it is sound:
 
 - keyed by the source's absolute path (MuJoCo writes absolute mesh and texture paths into the model), the

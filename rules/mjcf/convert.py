@@ -30,6 +30,7 @@ from usdforge.rules.mjcf.load import LoadedModel, compile_repaired, load_mjcf
 from usdforge.rules.mjcf.lost import author_plugin_data, lost_elements
 from usdforge.rules.mjcf.records import HINGE, SLIDE, author_records, author_sites, usd_qpos
 from usdforge.rules.mjcf.scene import author_scene
+from usdforge.rules.mjcf.slim import empty_model, slim_or_compiled
 from usdforge.rules.mjcf.tendons import author_tendons
 from usdforge.rules.mjcf.usd import MjcfUsd
 from usdforge.rules.outputs import resolve_usd_file_name
@@ -39,20 +40,26 @@ from usdforge.rules.robot.writer import RobotUsdContext, RobotUsdOptions, unit_o
 from usdforge.schemas.mjcf_cfg import MjcfConverterCfg
 
 
-def apply_link_density(loaded: LoadedModel, density: float) -> LoadedModel:
-    """Recompile with ``density`` (kg/m³) for every geom of a body without an ``<inertial>`` whose geom
-    has no mass of its own: MuJoCo then infers those bodies' mass properties at that density."""
-    if density <= 0.0:
-        return loaded
+def set_link_density(spec: mujoco.MjSpec, density: float) -> bool:
+    """Set ``density`` (kg/m³, when positive) on every geom of a body without an ``<inertial>`` whose geom
+    has no mass of its own; whether any geom changed (the spec must then be compiled again)."""
     changed = False
-    for body in loaded.spec.bodies:
+    if density <= 0.0:
+        return changed
+    for body in spec.bodies:
         if body.explicitinertial:
             continue
         for geom in body.geoms:
             if np.isnan(geom.mass) or geom.mass < 0:
                 geom.density = density
                 changed = True
-    if not changed:
+    return changed
+
+
+def apply_link_density(loaded: LoadedModel, density: float) -> LoadedModel:
+    """Recompile with ``density`` (kg/m³) for every geom of a body without an ``<inertial>`` whose geom
+    has no mass of its own: MuJoCo then infers those bodies' mass properties at that density."""
+    if not set_link_density(loaded.spec, density):
         return loaded
     repaired = compile_repaired(loaded.path, loaded.spec)
     repaired.warnings[:0] = loaded.warnings
@@ -89,7 +96,7 @@ def unwritten_options(model: mujoco.MjModel) -> list[str]:
     """The model's ``<option>`` values that change the simulation and differ from MuJoCo's defaults
     (time step, gravity, integrator, the medium's density, viscosity and wind), as ``name value`` texts:
     without ``import_physics_scene`` no scene carries them and engines use their own."""
-    default = mujoco.MjModel.from_xml_string("<mujoco/>").opt
+    default = empty_model().opt
     ours = model.opt
     out = []
     for field in ("timestep", "gravity", "density", "viscosity", "wind"):
@@ -120,7 +127,7 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
     place atomically). Raises ConversionError, before writing anything, when MuJoCo cannot parse it."""
     asset = Path(cfg.asset_path)
-    loaded = apply_link_density(load_mjcf(asset, cfg.allowed_roots), cfg.link_density)
+    loaded = slim_or_compiled(asset, cfg.allowed_roots, cfg.link_density)
     model = loaded.model
     name = loaded.spec.modelname or asset.stem
     robot, bodies = read_bodies(loaded, name, fix_base=cfg.fix_base)

@@ -25,6 +25,7 @@ from pxr import Gf, Sdf, UsdPhysics
 
 from usdforge.rules.mjcf.bodies import BodyMap, pose_matrix, translation
 from usdforge.rules.mjcf.load import LoadedModel
+from usdforge.rules.mjcf.slim import id2name
 from usdforge.rules.mjcf.usd import MjcfUsd, set_all, set_custom
 from usdforge.rules.robot.model import Mimic, Robot
 from usdforge.rules.usd.stage import matrix_to_pose, unique_name
@@ -205,4 +206,4 @@ def _object_name(model: mujoco.MjModel, equality: int, which: int) -> str:
     index = int(model.eq_obj1id[equality] if which == 1 else model.eq_obj2id[equality])
     if index < 0:
         return ""
-    return mujoco.mj_id2name(model, objtype, index) or f"{objtype}:{index}"
+    return id2name(model, objtype, index) or f"{objtype}:{index}"

@@ -263,17 +263,10 @@ def disable_asset_cache() -> None:
     mujoco.mj_setCacheCapacity(mujoco.mj_getCache(), 0)
 
 
-def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedModel:
-    """Parse and compile the MJCF model at ``path`` (see the module docstring); inside the pipeline's
-    mesh cache, the compiled model is reused from the build cache when the files are unchanged
-    (``rules.mjcf.compiled``).
-
-    allowed_roots: folders besides the model's own whose files it may reference. Every file the model
-    references (includes, meshes, textures, …) is checked first (``rules.files``): inside those folders, a
-    regular file of bounded size, textures decodable images; MuJoCo never gets to read anything else.
-    """
+def checked_spec(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> tuple[Path, mujoco.MjSpec, dict[int, Path]]:
+    """(absolute path, parsed spec with file textures set aside, texture id → file) of the MJCF model at
+    ``path``, after every file it references is checked (``load_mjcf``); MuJoCo's warnings so far dropped."""
     from usdforge.rules.files import check_model_file, check_references, model_roots
-    from usdforge.rules.mjcf.compiled import cached_model, store_model
     from usdforge.rules.mjcf.references import mjcf_file_references
 
     path = Path(path).absolute()
@@ -284,7 +277,21 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
     spec = parse_spec(path)
     for attribute in ("meshdir", "texturedir"):
         compiler_dir(spec, attribute, path)  # here, so that the error names the model file
-    textures = set_aside_file_textures(spec, path.parent)
+    return path, spec, set_aside_file_textures(spec, path.parent)
+
+
+def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedModel:
+    """Parse and compile the MJCF model at ``path`` (see the module docstring); inside the pipeline's
+    mesh cache, the compiled model is reused from the build cache when the files are unchanged
+    (``rules.mjcf.compiled``).
+
+    allowed_roots: folders besides the model's own whose files it may reference. Every file the model
+    references (includes, meshes, textures, …) is checked first (``rules.files``): inside those folders, a
+    regular file of bounded size, textures decodable images; MuJoCo never gets to read anything else.
+    """
+    from usdforge.rules.mjcf.compiled import cached_model, store_model
+
+    path, spec, textures = checked_spec(path, allowed_roots)
     model, token = cached_model(path, spec)  # the build cache's compiled model of these files, if any
     if model is not None:
         data = mujoco.MjData(model)

@@ -26,6 +26,7 @@ from pxr import Gf, Sdf, UsdGeom, UsdLux
 
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.mjcf.bodies import BALL, HINGE, SLIDE, pose_matrix, translation
+from usdforge.rules.mjcf.slim import id2name
 from usdforge.rules.mjcf.usd import MjcfUsd, relationship, set_all, set_custom
 from usdforge.rules.usd.stage import matrix_to_pose, set_local_transform, unique_name
 
@@ -154,7 +155,7 @@ def author_sensors(usd: MjcfUsd) -> None:
         objtype, objid = int(model.sensor_objtype[sensor]), int(model.sensor_objid[sensor])
         set_custom(prim, "mjcf:type", _SENSOR_NAMES.get(int(model.sensor_type[sensor]), "unknown"))
         set_custom(prim, "mjcf:objectType", _OBJECT_NAMES.get(objtype, "unknown"))
-        set_custom(prim, "mjcf:object", mujoco.mj_id2name(model, objtype, objid) or "" if objid >= 0 else "")
+        set_custom(prim, "mjcf:object", id2name(model, objtype, objid) or "" if objid >= 0 else "")
         target = _object_path(usd, objtype, objid)
         if target is not None:
             relationship(prim, "mjcf:target", [target], custom=True)

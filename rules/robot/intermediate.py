@@ -206,6 +206,12 @@ def intermediate_scope(store: Any, source_key: str | None) -> Iterator[None]:
         _SCOPE.reset(token)
 
 
+def active_source() -> tuple[Any, str] | None:
+    """(store, source key) of the enclosing ``intermediate_scope``, or None: what other intermediates of
+    the same source (``rules.mjcf.slim``) are keyed by."""
+    return _SCOPE.get()
+
+
 def intermediate_key(source_key: str) -> str:
     """The cache key of the intermediate of the source ``source_key`` names."""
     return hashlib.sha256(f"intermediate:{FORMAT}:{source_key}".encode()).hexdigest()

@@ -1,0 +1,467 @@
+"""The slim MJCF intermediate: what the MJCF reading and authoring take from MuJoCo's compiled model,
+kept in the build cache so that a rebuild after a cfg edit does not compile the model again. No pxr here.
+
+Compiling is most of an MJCF conversion (franka_emika_panda: ~0.9 s of a ~1.3 s cold conversion; MuJoCo
+decodes every mesh and computes hulls and inertia) and depends on the source's files only, plus the one
+cfg field that edits the spec before the compile (``link_density``). The slim intermediate holds, after a
+successful compile:
+
+- the compiled model's arrays the readers and authors use (``FIELDS``: bodies, joints, geoms, sites,
+  actuators, tendons, equalities, keyframes, cameras, lights, materials, meshes' arrays and the
+  builtin textures' texels: ~200 arrays), its sizes (``nbody`` …), its name and path tables, the
+  ``opt``/``stat``/``vis.map`` values read, and the body poses of ``mj_kinematics`` at ``qpos0``;
+- MuJoCo's warnings of that compile (given again when it is reused).
+
+The MjSpec the authors read beside it (mesh inertia modes, hull budgets, plugins, the model name) is parsed
+again on reuse (a few ms, no meshes read), with the same file checks as a cold conversion.
+
+Keyed by the robot intermediate's source key (``rules.robot.intermediate``: the source and every file it
+references by content, where it is, ``allowed_roots``, the code and library versions) and ``link_density``.
+Stored only for a model compiled as given (no repair: no element left out, no mesh read by trimesh) without
+flexes or skins (whose warnings need MuJoCo's own name lookup).
+
+On reuse the model is a ``SlimModel``: the stored arrays, and for anything not stored a compile of the
+same (parsed) spec on first use, so a field the authors read that is not in ``FIELDS`` costs time, never
+correctness. The bytes are untrusted input: ``decode`` accepts only known fields with MuJoCo's dtypes and
+dimensions, first dimensions equal to their element counts, counts bounded and equal to the spec's, and
+finite values within USD's float range; anything else is a miss (compiled afresh and stored again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import mujoco
+import numpy as np
+
+#: Bumped when the form changes: an older slim intermediate is then a miss.
+FORMAT = 1
+_FILE = "slim.bin"
+#: The largest slim intermediate read (bytes): bounds a forged entry.
+MAX_BYTES = 1 << 30
+#: The largest array dimension accepted.
+MAX_COUNT = 1 << 28
+#: The largest size field accepted (``nbuffer``, the model's memory, included; ``njmax`` may be -1).
+MAX_SIZE = 1 << 40
+
+#: Element-count fields → the array-name prefixes counted by them (first dimension). Checked in order:
+#: the longer, more specific names first.
+_FIRST_DIM = (
+    ("nmeshvert", ("mesh_vert",)), ("nmeshnormal", ("mesh_normal",)), ("nmeshtexcoord", ("mesh_texcoord",)),
+    ("nmeshface", ("mesh_face", "mesh_facenormal", "mesh_facetexcoord")), ("ntexdata", ("tex_data",)),
+    ("nhfielddata", ("hfield_data",)), ("nwrap", ("wrap_",)), ("nq", ("qpos0", "qpos_spring")),
+    ("nbody", ("body_",)), ("njnt", ("jnt_",)), ("nv", ("dof_",)), ("ngeom", ("geom_",)), ("nsite", ("site_",)),
+    ("ncam", ("cam_",)), ("nlight", ("light_",)), ("nmesh", ("mesh_",)), ("ntex", ("tex_",)),
+    ("nmat", ("mat_",)), ("npair", ("pair_",)), ("nexclude", ("exclude_",)), ("neq", ("eq_",)),
+    ("ntendon", ("tendon_",)), ("nu", ("actuator_",)), ("nsensor", ("sensor_",)), ("nkey", ("key_",)),
+    ("nhfield", ("hfield_",)), ("nnames", ("names",)), ("npaths", ("paths",)),
+)
+#: Name-address arrays, one per accessor (``model.body(i).name`` …): accessor → (array, count).
+_NAMED = {"body": ("name_bodyadr", "nbody"), "joint": ("name_jntadr", "njnt"), "geom": ("name_geomadr", "ngeom"),
+          "site": ("name_siteadr", "nsite"), "camera": ("name_camadr", "ncam"), "light": ("name_lightadr", "nlight"),
+          "mesh": ("name_meshadr", "nmesh"), "hfield": ("name_hfieldadr", "nhfield"),
+          "texture": ("name_texadr", "ntex"), "material": ("name_matadr", "nmat"), "pair": ("name_pairadr", "npair"),
+          "equality": ("name_eqadr", "neq"), "tendon": ("name_tendonadr", "ntendon"),
+          "actuator": ("name_actuatoradr", "nu"), "sensor": ("name_sensoradr", "nsensor"),
+          "key": ("name_keyadr", "nkey")}
+#: The compiled model's arrays the MJCF rule reads (found by recording every attribute the readers and
+#: authors touch while converting the corpus's and the conformance suite's MJCF models, every cfg flag on).
+FIELDS = (
+    "actuator_actearly", "actuator_actlimited", "actuator_actnum", "actuator_actrange", "actuator_biasprm",
+    "actuator_biastype", "actuator_cranklength", "actuator_ctrllimited", "actuator_ctrlrange", "actuator_dynprm",
+    "actuator_dyntype", "actuator_forcelimited", "actuator_forcerange", "actuator_gainprm", "actuator_gaintype",
+    "actuator_gear", "actuator_group", "actuator_lengthrange", "actuator_plugin", "actuator_trnid",
+    "actuator_trntype", "body_geomadr", "body_geomnum", "body_gravcomp", "body_inertia", "body_ipos", "body_iquat",
+    "body_jntadr", "body_jntnum", "body_mass", "body_mocapid", "body_parentid", "body_weldid", "cam_bodyid",
+    "cam_fovy", "cam_mode", "cam_pos", "cam_quat", "dof_armature", "dof_damping", "dof_frictionloss", "dof_solimp",
+    "dof_solref", "eq_active0", "eq_data", "eq_obj1id", "eq_obj2id", "eq_objtype", "eq_solimp", "eq_solref",
+    "eq_type", "exclude_signature", "geom_bodyid", "geom_conaffinity", "geom_condim", "geom_contype", "geom_dataid",
+    "geom_friction", "geom_gap", "geom_group", "geom_margin", "geom_matid", "geom_pos", "geom_priority",
+    "geom_quat", "geom_rgba", "geom_size", "geom_solimp", "geom_solmix", "geom_solref", "geom_type",
+    "jnt_actfrclimited", "jnt_actfrcrange", "jnt_actgravcomp", "jnt_axis", "jnt_bodyid", "jnt_dofadr", "jnt_group",
+    "jnt_limited", "jnt_margin", "jnt_pos", "jnt_qposadr", "jnt_range", "jnt_solimp", "jnt_solref",
+    "jnt_stiffness", "jnt_type", "key_ctrl", "key_qpos", "key_qvel", "key_time", "light_active", "light_bodyid",
+    "light_bulbradius", "light_castshadow", "light_cutoff", "light_diffuse", "light_dir", "light_intensity",
+    "light_pos", "light_type", "mat_rgba", "mat_texid", "mesh_face", "mesh_faceadr", "mesh_facenormal",
+    "mesh_facenum", "mesh_facetexcoord", "mesh_normal", "mesh_normaladr", "mesh_normalnum", "mesh_pathadr",
+    "mesh_texcoord", "mesh_texcoordadr", "mesh_texcoordnum", "mesh_vert", "mesh_vertadr", "mesh_vertnum",
+    "qpos0", "qpos_spring", "sensor_cutoff", "sensor_dim", "sensor_noise", "sensor_objid", "sensor_objtype",
+    "sensor_type", "site_bodyid", "site_group", "site_pos", "site_quat", "site_size", "site_type",
+    "tendon_actfrclimited", "tendon_actfrcrange", "tendon_adr", "tendon_armature", "tendon_damping",
+    "tendon_frictionloss", "tendon_group", "tendon_lengthspring", "tendon_limited", "tendon_margin", "tendon_num",
+    "tendon_range", "tendon_rgba", "tendon_solimp_fri", "tendon_solimp_lim", "tendon_solref_fri",
+    "tendon_solref_lim", "tendon_stiffness", "tendon_width", "tex_adr", "tex_data", "tex_height", "tex_nchannel",
+    "tex_pathadr", "tex_type", "tex_width", "wrap_objid", "wrap_prm", "wrap_type",
+    *(address for address, _ in _NAMED.values()),
+)
+#: MjData arrays read (the rest pose's body frames).
+DATA_FIELDS = ("xpos", "xquat")
+#: Sub-structures read: ``model.opt`` (every value), ``model.stat`` (every value), ``model.vis.map``.
+_STRUCTS = ("opt", "stat", "vis.map")
+
+
+@cache
+def _reference() -> tuple[mujoco.MjModel, mujoco.MjData]:
+    """An empty compiled model and its data: MuJoCo's defaults, dtype and trailing dimensions of every
+    field (compiled once per process)."""
+    model = mujoco.MjModel.from_xml_string("<mujoco/>")
+    return model, mujoco.MjData(model)
+
+
+@cache
+def _counts() -> tuple[str, ...]:
+    """The integer size fields of MjModel (``nbody``, ``nq`` …)."""
+    model = _reference()[0]
+    return tuple(name for name in dir(model) if name.startswith("n") and not name.startswith("name")
+                 and type(getattr(model, name, None)) is int)
+
+
+def empty_model() -> mujoco.MjModel:
+    """MuJoCo's compiled ``<mujoco/>`` (its defaults), compiled once per process."""
+    return _reference()[0]
+
+
+def _struct(model: Any, path: str) -> Any:
+    for part in path.split("."):
+        model = getattr(model, part)
+    return model
+
+
+def _struct_values(struct: Any) -> dict[str, Any]:
+    """The public number and array values of a MuJoCo struct (``MjOption`` …)."""
+    values = {}
+    for name in dir(struct):
+        if name.startswith("_"):
+            continue
+        value = getattr(struct, name)
+        if isinstance(value, (int, float, np.ndarray)) and not isinstance(value, bool):
+            values[name] = value
+    return values
+
+
+@cache
+def _row_counts() -> dict[str, str]:
+    """Array name → the size field its first dimension equals (``_FIRST_DIM``), for every held array."""
+    rows = {address: count for address, count in _NAMED.values()}
+    for name in _references():
+        field = name.removeprefix("data.")
+        if name in rows:
+            continue
+        if name.startswith("data."):
+            rows[name] = "nbody"
+            continue
+        for count, prefixes in _FIRST_DIM:
+            if field in prefixes or any(p[-1] == "_" and field.startswith(p) for p in prefixes):
+                rows[name] = count
+                break
+    return rows
+
+
+def encode(model: mujoco.MjModel, data: mujoco.MjData, warnings: list[str]) -> bytes:
+    """The slim intermediate's bytes: a JSON header (sizes, struct scalars, warnings, each array's name,
+    dtype, shape and offset) then the arrays' raw bytes."""
+    arrays: dict[str, np.ndarray] = {name: getattr(model, name) for name in FIELDS}
+    arrays["names"] = np.frombuffer(model.names, dtype=np.uint8)
+    arrays["paths"] = np.frombuffer(model.paths, dtype=np.uint8)
+    arrays.update({f"data.{name}": getattr(data, name) for name in DATA_FIELDS})
+    scalars: dict[str, Any] = {}
+    for path in _STRUCTS:
+        for name, value in _struct_values(_struct(model, path)).items():
+            if isinstance(value, np.ndarray):
+                arrays[f"{path}.{name}"] = value
+            else:
+                scalars[f"{path}.{name}"] = value
+    header: dict[str, Any] = {"format": FORMAT, "sizes": {name: int(getattr(model, name)) for name in _counts()},
+                              "scalars": scalars, "warnings": list(warnings), "arrays": []}
+    chunks, offset = [], 0
+    for name, value in arrays.items():
+        value = np.ascontiguousarray(value)
+        header["arrays"].append([name, value.dtype.str, list(value.shape), offset])
+        chunks.append(value.tobytes())
+        offset += value.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    return len(text).to_bytes(8, "little") + text + b"".join(chunks)
+
+
+def _reference_value(name: str) -> Any:
+    """MuJoCo's value of field ``name`` on the empty reference model (None: not a field we store)."""
+    return _references().get(name)
+
+
+@cache
+def _references() -> dict[str, Any]:
+    """Every field a slim intermediate holds → its value on the empty reference model."""
+    model, data = _reference()
+    found: dict[str, Any] = {name: getattr(model, name) for name in FIELDS}
+    found.update({f"data.{name}": getattr(data, name) for name in DATA_FIELDS})
+    found.update({name: np.zeros(0, dtype=np.uint8) for name in ("names", "paths")})
+    for path in _STRUCTS:
+        found.update({f"{path}.{name}": value for name, value in _struct_values(_struct(model, path)).items()})
+    return found
+
+
+def _finite(values: np.ndarray) -> bool:
+    """Every value finite and within USD's float range (NaN fails both comparisons)."""
+    from usdforge.rules.files import MAX_MAGNITUDE
+
+    return not values.size or bool(values.min() >= -MAX_MAGNITUDE and values.max() <= MAX_MAGNITUDE)
+
+
+class Slim:
+    """A decoded slim intermediate: sizes, struct scalars, arrays, MuJoCo's warnings."""
+
+    def __init__(self, sizes: dict[str, int], scalars: dict[str, Any], arrays: dict[str, np.ndarray],
+                 warnings: list[str]):
+        self.sizes, self.scalars, self.arrays, self.warnings = sizes, scalars, arrays, warnings
+
+
+def decode(blob: bytes) -> Slim:
+    """``encode``'s bytes back; ValueError on anything doubtful (see the module docstring)."""
+    if len(blob) > MAX_BYTES or len(blob) < 8:
+        raise ValueError("size")
+    size = int.from_bytes(blob[:8], "little")
+    if size > len(blob) - 8:
+        raise ValueError("header size")
+    try:
+        header = json.loads(blob[8:8 + size])
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"header not JSON ({exc})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise ValueError("not a slim intermediate of this format")
+    sizes, scalars, warnings, listed = (header.get(k) for k in ("sizes", "scalars", "warnings", "arrays"))
+    if not (isinstance(sizes, dict) and set(sizes) == set(_counts())
+            and all(type(v) is int and -1 <= v <= MAX_SIZE for v in sizes.values())):
+        raise ValueError("sizes")
+    if not (isinstance(warnings, list) and all(isinstance(w, str) for w in warnings)):
+        raise ValueError("warnings")
+    if not isinstance(scalars, dict):
+        raise ValueError("scalars")
+    for name, value in scalars.items():
+        reference = _reference_value(name)
+        if reference is None or isinstance(reference, np.ndarray) or type(value) is not type(reference) \
+                or (isinstance(value, float) and not _finite(np.asarray([value]))):
+            raise ValueError(f"scalar {name}")
+    body = memoryview(blob)[8 + size:]
+    arrays: dict[str, np.ndarray] = {}
+    if not isinstance(listed, list):
+        raise ValueError("arrays")
+    for item in listed:
+        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str) and isinstance(item[1], str)
+                and isinstance(item[2], list) and all(type(d) is int and 0 <= d <= MAX_COUNT for d in item[2])
+                and type(item[3]) is int and item[3] >= 0):
+            raise ValueError("array entry")
+        name, dtype, shape, offset = item
+        reference = _reference_value(name)
+        if not isinstance(reference, np.ndarray) or name in arrays or dtype != reference.dtype.str \
+                or len(shape) != reference.ndim or (reference.ndim > 1 and reference.shape[-1] and
+                                                   shape[-1] != reference.shape[-1]):
+            raise ValueError(f"array {name}")
+        count = _row_counts().get(name)
+        if count is not None and shape and shape[0] != sizes.get(count, len(blob)):
+            raise ValueError(f"array {name}: {shape[0]} rows, {count} = {sizes.get(count)}")
+        length = int(np.prod(shape)) * reference.dtype.itemsize
+        if offset + length > len(body):
+            raise ValueError(f"array {name} out of bounds")
+        value = np.frombuffer(body, reference.dtype, int(np.prod(shape)), offset).reshape(shape).copy()
+        if value.dtype.kind == "f" and not _finite(value):
+            raise ValueError(f"array {name} not finite")
+        arrays[name] = value
+    missing = set(_references()) - {*arrays, *scalars}
+    if missing:
+        raise ValueError(f"missing {sorted(missing)[:3]}")
+    for accessor, (address, count) in _NAMED.items():
+        addresses = arrays[address]
+        if addresses.size and (addresses.min() < 0 or addresses.max() > max(len(arrays["names"]) - 1, 0)):
+            raise ValueError(f"{address} outside the name table")
+    return Slim(sizes, scalars, arrays, warnings)
+
+
+class _Fallback:
+    """The model compiled from the spec, made on first use (a field the slim form does not hold)."""
+
+    def __init__(self, compile_model: Callable[[], tuple[mujoco.MjModel, mujoco.MjData]]):
+        self._compile = compile_model
+        self._done: tuple[mujoco.MjModel, mujoco.MjData] | None = None
+
+    def __call__(self) -> tuple[mujoco.MjModel, mujoco.MjData]:
+        if self._done is None:
+            self._done = self._compile()
+            compiles.append(1)
+        return self._done
+
+
+#: One item per compile a ``SlimModel`` fell back to (tests and the bench read its length).
+compiles: list[int] = []
+
+
+class _Element:
+    """``model.body(i)``: the element's name; anything else from the compiled model."""
+
+    def __init__(self, name: str, accessor: str, index: int, fallback: _Fallback):
+        self.name, self.id = name, index
+        self._accessor, self._fallback = accessor, fallback
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(getattr(self._fallback()[0], self._accessor)(self.id), attribute)
+
+
+class _Struct(SimpleNamespace):
+    """``model.opt`` …: the stored values; anything else from the compiled model."""
+
+    def __init__(self, values: dict[str, Any], path: str, fallback: _Fallback):
+        super().__init__(**values)
+        object.__setattr__(self, "_path", path)
+        object.__setattr__(self, "_fallback", fallback)
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
+        return getattr(_struct(self._fallback()[0], self._path), attribute)
+
+
+class SlimModel:
+    """Duck-typed ``mujoco.MjModel`` over a slim intermediate (the readers' attributes, name accessors,
+    ``opt``/``stat``/``vis.map``); any other attribute comes from the compiled model (compiled on first use)."""
+
+    def __init__(self, slim: Slim, fallback: _Fallback):
+        self._slim, self._fallback = slim, fallback
+        structs: dict[str, dict[str, Any]] = {path: {} for path in _STRUCTS}
+        for name, value in [*slim.scalars.items(), *slim.arrays.items()]:
+            for path in _STRUCTS:
+                if name.startswith(path + "."):
+                    structs[path][name[len(path) + 1:]] = value
+        self.opt = _Struct(structs["opt"], "opt", fallback)
+        self.stat = _Struct(structs["stat"], "stat", fallback)
+        self.vis = _Struct({"map": _Struct(structs["vis.map"], "vis.map", fallback)}, "vis", fallback)
+        self.names, self.paths = slim.arrays["names"].tobytes(), slim.arrays["paths"].tobytes()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        slim = self._slim
+        if name in slim.arrays:
+            return slim.arrays[name]
+        if name in slim.sizes:
+            return slim.sizes[name]
+        if name in _NAMED:
+            return lambda index: self._element(name, int(index))
+        return getattr(self._fallback()[0], name)
+
+    def _element(self, accessor: str, index: int) -> _Element:
+        address, count = _NAMED[accessor]
+        if not 0 <= index < self._slim.sizes[count]:
+            raise IndexError(f"{accessor} {index} out of range")
+        start = int(self._slim.arrays[address][index])
+        end = self.names.find(b"\0", start)
+        return _Element(self.names[start:end if end >= 0 else None].decode(errors="replace"), accessor, index,
+                        self._fallback)
+
+
+class SlimData:
+    """Duck-typed ``mujoco.MjData`` at the rest pose after ``mj_kinematics``: ``xpos``, ``xquat``."""
+
+    def __init__(self, slim: Slim, fallback: _Fallback):
+        self.xpos, self.xquat = slim.arrays["data.xpos"], slim.arrays["data.xquat"]
+        self._fallback = fallback
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._fallback()[1], name)
+
+
+def slim_key(source_key: str, link_density: float) -> str:
+    """The cache key of the slim intermediate of the source ``source_key`` names, compiled at
+    ``link_density`` (the one cfg field that edits the spec before the compile)."""
+    return hashlib.sha256(f"mjcf-slim:{FORMAT}:{source_key}:{float(link_density)!r}".encode()).hexdigest()
+
+
+def matches_spec(spec: mujoco.MjSpec, slim: Slim) -> bool:
+    """The spec has as many elements of every kind as the stored model (the authors index the spec's
+    lists by model ids)."""
+    from usdforge.rules.mjcf.compiled import _COUNTS
+
+    return all(len(getattr(spec, attribute)) == slim.sizes.get(size, -1) for attribute, size in _COUNTS)
+
+
+def storable(model: mujoco.MjModel, repaired: bool) -> bool:
+    """Whether reusing this compiled model through its slim form is sound (see the module docstring)."""
+    return not repaired and not model.nflex and not model.nskin
+
+
+def _compile(path: Path, spec: mujoco.MjSpec) -> tuple[mujoco.MjModel, mujoco.MjData]:
+    """The model and rest-pose data compiled from (a copy of) ``spec``: a slim model's fallback."""
+    from usdforge.rules.mjcf.load import compile_repaired, mujoco_warnings
+
+    loaded = compile_repaired(path, spec.copy())
+    mujoco_warnings()  # given already, from the slim intermediate
+    return loaded.model, loaded.data
+
+
+def slim_or_compiled(asset: Path, allowed_roots: tuple[str, ...], link_density: float) -> Any:
+    """The ``LoadedModel`` of the MJCF file ``asset`` at ``link_density``: over its slim intermediate when
+    the enclosing ``intermediate_scope``'s cache holds a sound one (no compile), else compiled
+    (``load_mjcf``, ``apply_link_density``), its slim intermediate stored when reusing it is sound."""
+    from usdforge.rules.mjcf.convert import apply_link_density, set_link_density
+    from usdforge.rules.mjcf.load import LoadedModel, checked_spec, load_mjcf
+    from usdforge.rules.robot.intermediate import active_source
+    from usdforge.rules.robot.meshes import write_in_background
+
+    scope = active_source()
+    if scope is None:
+        return apply_link_density(load_mjcf(asset, allowed_roots), link_density)
+    store, source = scope
+    key = slim_key(source, link_density)
+    artifact = store.get_entry(key)
+    slim = None
+    if artifact is not None and _FILE in artifact.files:
+        try:
+            slim = decode(artifact.files[_FILE])
+        except ValueError:
+            slim = None  # doubtful: compiled again below, and a sound one stored in its place
+    if slim is not None:
+        path, spec, textures = checked_spec(asset, allowed_roots)
+        set_link_density(spec, link_density)
+        if not matches_spec(spec, slim):
+            slim = None
+    store.record("mjcf-slim", hit=slim is not None)
+    if slim is not None:
+        fallback = _Fallback(lambda: _compile(path, spec))
+        return LoadedModel(path, spec, SlimModel(slim, fallback), SlimData(slim, fallback),
+                           warnings=list(slim.warnings), texture_files=textures)
+    loaded = apply_link_density(load_mjcf(asset, allowed_roots), link_density)
+    repaired = bool(loaded.skipped or loaded.trimesh_meshes or loaded.unknown_mass)
+    if storable(loaded.model, repaired):
+        # Encoded, hashed and written beside the rest of the conversion (the model is not changed after).
+        model, data, warnings = loaded.model, loaded.data, list(loaded.warnings)
+        write_in_background(lambda: store.put_entry(key, {_FILE: encode(model, data, warnings)}, kind="mjcf-slim"))
+    return loaded
+
+
+#: MuJoCo object type → name accessor, for ``id2name``.
+_OBJECTS = {int(mujoco.mjtObj.mjOBJ_BODY): "body", int(mujoco.mjtObj.mjOBJ_XBODY): "body",
+            int(mujoco.mjtObj.mjOBJ_JOINT): "joint", int(mujoco.mjtObj.mjOBJ_GEOM): "geom",
+            int(mujoco.mjtObj.mjOBJ_SITE): "site", int(mujoco.mjtObj.mjOBJ_CAMERA): "camera",
+            int(mujoco.mjtObj.mjOBJ_LIGHT): "light", int(mujoco.mjtObj.mjOBJ_MESH): "mesh",
+            int(mujoco.mjtObj.mjOBJ_HFIELD): "hfield", int(mujoco.mjtObj.mjOBJ_TEXTURE): "texture",
+            int(mujoco.mjtObj.mjOBJ_MATERIAL): "material", int(mujoco.mjtObj.mjOBJ_PAIR): "pair",
+            int(mujoco.mjtObj.mjOBJ_EQUALITY): "equality", int(mujoco.mjtObj.mjOBJ_TENDON): "tendon",
+            int(mujoco.mjtObj.mjOBJ_ACTUATOR): "actuator", int(mujoco.mjtObj.mjOBJ_SENSOR): "sensor",
+            int(mujoco.mjtObj.mjOBJ_KEY): "key"}
+
+
+def id2name(model: Any, objtype: int, index: int) -> str | None:
+    """``mujoco.mj_id2name`` for a compiled model or a ``SlimModel`` (None: unnamed or no such element)."""
+    if not isinstance(model, SlimModel):
+        return mujoco.mj_id2name(model, objtype, index)
+    accessor = _OBJECTS.get(int(objtype))
+    if accessor is None:
+        return mujoco.mj_id2name(model._fallback()[0], objtype, index)
+    if not 0 <= index < model._slim.sizes[_NAMED[accessor][1]]:
+        return None
+    return model._element(accessor, index).name or None

@@ -1,0 +1,199 @@
+"""The slim MJCF intermediate (``rules.mjcf.slim``): a cfg-only rebuild reads MuJoCo's compiled model from
+the build cache instead of compiling, and equals a cold conversion byte for byte; an edit of a file the
+model references is a miss; a forged or damaged slim intermediate is rejected (compiled afresh, replaced)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import attrs
+import mujoco
+import numpy as np
+import pytest
+
+from usdforge.pipeline import converter_for
+from usdforge.pipeline.cache import Store
+from usdforge.rules.mjcf import slim
+from usdforge.schemas import MjcfConverterCfg
+
+_OBJ = "v 0 0 0\nv 0.1 0 0\nv 0 0.1 0\nv 0 0 0.1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n"
+#: A mesh, a builtin texture, a tendon, an equality, a sensor on a joint, a site, a camera, a light, a key.
+_MJCF = """<mujoco model="slim">
+  <compiler autolimits="true"/>
+  <option timestep="0.004" gravity="0 0 -9.7"/>
+  <asset>
+    <mesh name="part" file="part.obj"/>
+    <texture name="grid" type="2d" builtin="checker" width="8" height="8" rgb1="1 1 1" rgb2="0 0 0"/>
+    <material name="checks" texture="grid"/>
+  </asset>
+  <worldbody>
+    <light name="sun" pos="0 0 3"/>
+    <body name="base" pos="0 0 0.5">
+      <geom type="box" size="0.1 0.1 0.05" mass="2" material="checks"/>
+      <camera name="eye" pos="0.3 0 0.2"/>
+      <body name="arm" pos="0 0 0.1">
+        <joint name="shoulder" axis="0 0 1" range="-1 1" damping="0.5"/>
+        <geom type="mesh" mesh="part" mass="0.1"/>
+        <site name="tip" pos="0 0 0.2"/>
+        <body name="finger" pos="0 0 0.2">
+          <joint name="slide_a" type="slide" axis="1 0 0" range="0 0.04"/>
+          <geom type="box" size="0.01 0.01 0.02" mass="0.05"/>
+        </body>
+        <body name="finger2" pos="0 0 0.2">
+          <joint name="slide_b" type="slide" axis="-1 0 0" range="0 0.04"/>
+          <geom type="box" size="0.01 0.01 0.02" mass="0.05"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <tendon><fixed name="split"><joint joint="slide_a" coef="0.5"/><joint joint="slide_b" coef="0.5"/></fixed></tendon>
+  <equality><joint name="mirror" joint1="slide_a" joint2="slide_b"/></equality>
+  <actuator><position name="turn" joint="shoulder" kp="20"/></actuator>
+  <sensor><jointpos name="angle" joint="shoulder"/></sensor>
+  <keyframe><key name="home" qpos="0.3 0.01 0.01" ctrl="0.3"/></keyframe>
+</mujoco>
+"""
+
+
+def _outputs(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.name.endswith(".usdforge.toml")}
+
+
+def _hits(store: Store, kind: str) -> int:
+    return store.stats()["last_build"].get(kind, {}).get("hits", 0)
+
+
+@pytest.fixture
+def compiles(monkeypatch) -> list[int]:
+    """One item per ``MjSpec.compile`` call while the test runs."""
+    calls: list[int] = []
+    original = mujoco.MjSpec.compile
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(mujoco.MjSpec, "compile", counted)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict:
+    """The fixture converted once with a cache (what each test's rebuild starts from)."""
+    root = tmp_path_factory.mktemp("slim")
+    (root / "part.obj").write_text(_OBJ)
+    (root / "model.xml").write_text(_MJCF)
+    cfg = MjcfConverterCfg(asset_path=str(root / "model.xml"), articulation_cfg=True)
+    warnings.simplefilter("ignore")
+    converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(root / "out")), cache=Store(root / "cache"))
+    entries = [e for e in (root / "cache" / "entries").rglob("*") if e.is_file()
+               and "slim.bin" in json.loads(e.read_text())["files"]]
+    assert len(entries) == 1, "the cold conversion stored one slim intermediate"
+    return {"root": root, "cfg": cfg, "key": json.loads(entries[0].read_text())["key"]}
+
+
+def _rebuild(built: dict, name: str, **edits) -> tuple[dict[str, bytes], dict[str, bytes], Store]:
+    """(rebuild with the cache, cold conversion without it) of the cfg with ``edits``."""
+    root, cfg = built["root"], attrs.evolve(built["cfg"], **edits)
+    store = Store(root / "cache", build=name)
+    converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(root / f"{name}-inc")), cache=store)
+    converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(root / f"{name}-cold")), cache=False)
+    return _outputs(root / f"{name}-inc"), _outputs(root / f"{name}-cold"), store
+
+
+def test_a_cfg_edit_rebuilds_without_compiling(built, compiles):
+    """A drive-gain edit: the compiled model comes from the slim intermediate (no MuJoCo compile, no
+    fallback), and the output equals a cold conversion of the same cfg byte for byte."""
+    fallbacks = len(slim.compiles)
+    store = Store(built["root"] / "cache", build="gain")
+    cfg = attrs.evolve(built["cfg"], override_gain_prm=(321.0,), usd_dir=str(built["root"] / "gain-inc"))
+    converter_for("mjcf")(cfg, cache=store)
+    assert not compiles and len(slim.compiles) == fallbacks and _hits(store, "mjcf-slim") == 1
+    converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(built["root"] / "gain-cold")), cache=False)
+    assert _outputs(built["root"] / "gain-inc") == _outputs(built["root"] / "gain-cold")
+
+
+def test_the_slim_model_reads_as_the_compiled_one(built):
+    """Every held field, name (accessors and ``id2name``) and ``opt``/``stat``/``vis.map`` value equals
+    MuJoCo's; a field it does not hold comes from a compile of the same spec, made on first use."""
+    spec = mujoco.MjSpec.from_file(str(built["root"] / "model.xml"))
+    model = spec.copy().compile()
+    data = mujoco.MjData(model)
+    mujoco.mj_kinematics(model, data)
+    decoded = slim.decode(slim.encode(model, data, ["a warning"]))
+    fallback = slim._Fallback(lambda: (model, data))
+    seen, seen_data = slim.SlimModel(decoded, fallback), slim.SlimData(decoded, fallback)
+    for name in slim.FIELDS:
+        got, want = getattr(seen, name), getattr(model, name)
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+    assert np.array_equal(seen_data.xquat, data.xquat) and seen.nbody == model.nbody == 5
+    for objtype, accessor in slim._OBJECTS.items():
+        count = getattr(model, slim._NAMED[accessor][1])
+        for index in range(count):
+            assert slim.id2name(seen, objtype, index) == mujoco.mj_id2name(model, objtype, index)
+            assert getattr(seen, accessor)(index).name == getattr(model, accessor)(index).name
+    assert seen.opt.timestep == 0.004 and list(seen.opt.gravity) == [0, 0, -9.7]
+    assert seen.stat.extent == model.stat.extent and seen.vis.map.zfar == model.vis.map.zfar
+    assert decoded.warnings == ["a warning"] and not fallback._done
+    assert np.array_equal(seen.body_pos, model.body_pos) and fallback._done  # not held: compiled
+
+
+def test_an_edit_of_a_referenced_file_is_a_miss(built, compiles):
+    """Editing the mesh file the model references: the slim intermediate is not reused (compiled again)
+    and the rebuild equals a cold conversion of the edited source."""
+    mesh = built["root"] / "part.obj"
+    before = mesh.read_text()
+    try:
+        mesh.write_text(before.replace("v 0 0 0.1", "v 0 0 0.35"))
+        rebuilt, cold, store = _rebuild(built, "mesh", override_gain_prm=(321.0,))
+    finally:
+        mesh.write_text(before)
+        # MuJoCo's in-process asset cache may keep the edited mesh for the restored file (same path, an
+        # mtime within its resolution): the later tests compile the original.
+        mujoco.mj_clearCache(mujoco.mj_getCache())
+    assert _hits(store, "mjcf-slim") == 0 and compiles
+    assert rebuilt == cold
+
+
+def test_a_forged_slim_intermediate_is_rejected(built, compiles):
+    """Forged bytes are refused by ``decode``; a consistent cache entry (objects, claim and entry agree)
+    holding a non-finite value is a miss: the model is compiled, the output equals a cold conversion,
+    and the entry is replaced by a sound one."""
+    store = Store(built["root"] / "cache")
+    good = store.get_entry(built["key"]).files["slim.bin"]
+    slim.decode(good)
+    size = int.from_bytes(good[:8], "little")
+    header = json.loads(good[8:8 + size])
+
+    def forged(edit) -> bytes:
+        changed = json.loads(json.dumps(header))
+        edit(changed)
+        text = json.dumps(changed).encode()
+        return len(text).to_bytes(8, "little") + text + good[8 + size:]
+
+    def entry(name):
+        return next(item for item in header["arrays"] if item[0] == name)
+
+    def first(changed, name):
+        return next(item for item in changed["arrays"] if item[0] == name)
+
+    mass = entry("body_mass")
+    nan = bytearray(good)
+    nan[8 + size + mass[3]:8 + size + mass[3] + 8] = np.array([np.nan]).tobytes()
+    bad = [b"", b"\x00garbage", good[:len(good) // 2], bytes(nan),
+           forged(lambda h: first(h, "body_mass").__setitem__(1, "<i8")),          # another dtype
+           forged(lambda h: first(h, "geom_size").__setitem__(2, [h["sizes"]["ngeom"] + 1, 3])),  # rows ≠ ngeom
+           forged(lambda h: first(h, "geom_pos").__setitem__(0, "os.system")),      # an unknown field
+           forged(lambda h: h["sizes"].__setitem__("nbody", -7)),
+           forged(lambda h: h["arrays"].pop()),                                     # a field missing
+           forged(lambda h: h.__setitem__("format", 0))]
+    for blob in bad:
+        with pytest.raises(ValueError):
+            slim.decode(blob)
+    store.put_entry(built["key"], {"slim.bin": bytes(nan)})
+    rebuilt, cold, store = _rebuild(built, "forged", self_collision=True)
+    assert rebuilt == cold and compiles and _hits(store, "mjcf-slim") == 0
+    assert slim.decode(Store(built["root"] / "cache").get_entry(built["key"]).files["slim.bin"])
