@@ -210,7 +210,8 @@ class _RobotWriter:
                 self._colliders(link)
             self._body(link, authored("physics"))
         if any(authored(role) for role in ("physics", "physx", "newton", "mujoco")):
-            self.joint_paths.update(Joints(self.layers, self.robot, self.link_paths).write())
+            self.joint_paths.update(Joints(self.layers, self.robot, self.link_paths,
+                                           physics=self.author_extra is not None).write())
         else:
             self.joint_paths.update(joint_paths(self.root, self.robot))
         if authored("physics") or authored("physx"):
