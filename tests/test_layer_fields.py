@@ -88,6 +88,8 @@ def test_mutating_each_field_rebuilds_only_its_layers(kind, folder):
                 assert hits(store, "intermediate") == 1  # the robot as read came from the cache
             if field == "robot_type":  # only base reads it: every other keyed unit was reused
                 assert hits(store, "layer:") >= 5
+            if field == "collision_type" and value != "Convex Decomposition":  # the shapes see no difference
+                assert hits(store, "layer:instances") == hits(store, "layer:geometry") == 1
             shutil.rmtree(work / f"cold{step}")
             shutil.rmtree(work / f"inc{step}")
     # Every output field demonstrably changes something on these fixtures (the map is not vacuous).
@@ -135,6 +137,25 @@ def test_each_unit_ignores_every_field_it_does_not_declare_at_once(kind, folder)
         out = work / unit
         converter_for(kind)(attrs.evolve(base, usd_dir=str(out), **others), cache=False)
         assert units(out).get(unit) == reference.get(unit), f"{unit} changed with {sorted(others)}"
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_shapes_are_keyed_by_whether_colliders_are_decomposed_only(kind, folder):
+    """A collision approximation edit re-keys the physics layer (its ``physics:approximation`` tokens) and
+    leaves the shapes' keys alone, unless it switches convex decomposition on or off (decomposed prototypes
+    are other prims)."""
+    from usdforge.pipeline.layer_keys import unit_keys
+
+    base = cfg_class(kind)(asset_path=str(folder / "fx" / "layered.xml"))
+    keys = {value: unit_keys(kind, attrs.evolve(base, collision_type=value), "source")
+            for value in ("Convex Hull", "Bounding Cube", "Bounding Sphere", "Convex Decomposition")}
+    for unit in ("instances", "geometry"):
+        assert keys["Convex Hull"][unit] == keys["Bounding Cube"][unit] == keys["Bounding Sphere"][unit]
+        assert keys["Convex Decomposition"][unit] != keys["Convex Hull"][unit]
+    assert len({k["physics"] for k in keys.values()}) == 4
+    cube = attrs.evolve(base, collision_type="Bounding Cube")
+    assert FieldView(cube, ("collision_type",), "instances").collision_type == "Convex Hull"  # what shapes see
+    assert FieldView(cube, ("collision_type",), "physics").collision_type == "Bounding Cube"
 
 
 def test_view_raises_on_undeclared_fields():

@@ -54,15 +54,16 @@ class Shapes:
     """Writes the shapes of a robot's links; ``options`` is the writer's ``RobotUsdOptions``."""
 
     def __init__(self, layers: RobotLayers, options, meshes: MeshLibrary, materials: Materials, source: Path,
-                 geometry: bool = False):
+                 geometry: bool = False, collider_options=None):
         """geometry: the geometry layer is restored (``RobotLayers.restored``): prototypes are named, not
-        authored."""
+        authored. collider_options: the options the colliders (physics layer) are authored with (default
+        ``options``): the physics layer's view, which alone sees the approximation token."""
         self.layers = layers
         self.options = options
         self.meshes = meshes
         self.materials = materials
         self.source = source
-        self.colliders = Colliders(layers, options, meshes)
+        self.colliders = Colliders(layers, options if collider_options is None else collider_options, meshes)
         self._prototypes: dict[tuple, tuple[Sdf.Path, list[str]]] = {}
         self._prototype_names: set[str] = set()
         self._decomposer_missing_warned = False

@@ -184,7 +184,7 @@ class _RobotWriter:
         self.root = self.layers.root
         self.materials = Materials(self.layers, out_dir)
         self.shapes = Shapes(self.layers, self.views("instances"), meshes, self.materials, robot.source,
-                             geometry=not self.layers.authored("geometry"))
+                             geometry=not self.layers.authored("geometry"), collider_options=self.views("physics"))
         self.link_paths: dict[str, Sdf.Path] = {}
         self.joint_paths: dict[str, Sdf.Path] = {}
         self._root_children: set[str] = {"joints", "Looks"}
