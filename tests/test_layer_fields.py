@@ -158,6 +158,40 @@ def test_shapes_are_keyed_by_whether_colliders_are_decomposed_only(kind, folder)
     assert FieldView(cube, ("collision_type",), "physics").collision_type == "Bounding Cube"
 
 
+def test_a_physics_rebuild_names_colliders_from_the_mesh_record(folder, monkeypatch):
+    """A rebuild that re-authors the physics layer but restores the shapes names each mesh collider's parts
+    from the mesh cache entry's record, without reading the mesh arrays; a record that is not a list of
+    names (the cache is untrusted) reads the parts. Either way the output equals a cold conversion."""
+    import json
+
+    from usdforge.rules.robot import meshes
+
+    asset = folder / "fx" / "layered.urdf.xacro"
+    cfg = cfg_class("urdf")(asset_path=str(asset))
+    work = folder / "part-names"
+    warnings.simplefilter("ignore")
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    decoded = []
+    real = meshes.parts_from_bytes
+    monkeypatch.setattr(meshes, "parts_from_bytes", lambda *a: decoded.append(1) or real(*a))
+    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
+
+    for step, stiffness in enumerate((300.0, 400.0)):  # physics and the Isaac Lab cfg only
+        edited = attrs.evolve(cfg, joint_drive=JointDriveCfg(gains=PDGainsCfg(stiffness=stiffness, damping=3.0)))
+        store = Store(work / "cache", build=f"names{step}")
+        converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=store)
+        converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
+        assert units(work / "out") == units(work / f"cold{step}")
+        assert hits(store, "layer:instances") == 1 and (decoded == []) == (step == 0)
+        for entry in (work / "cache" / "entries").rglob("*.json"):  # forge the records for the next step
+            body = json.loads(entry.read_text())
+            if body.get("kind") == "mesh-geometry":
+                body["meta"] = {"parts": "part"}
+                body.pop("checksum")
+                store.put_entry(body["key"], {"parts.bin": store.get_entry(body["key"]).files["parts.bin"]},
+                                body["meta"], kind="mesh-geometry")
+
+
 def test_view_raises_on_undeclared_fields():
     from usdforge.schemas import UrdfConverterCfg
 
