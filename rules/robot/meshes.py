@@ -335,6 +335,7 @@ class MeshLibrary:
         self._files: dict[Path, list[MeshPart] | ConversionError] = {}
         self._baked: dict[tuple[Path, tuple[float, float, float]], list[MeshPart]] = {}
         self._volumes: dict[tuple[Path, tuple[float, float, float]], VolumeProperties] = {}
+        self._names: dict[Path, list[str]] = {}  # part names from the build cache's records (``part_names``)
 
     def _read(self, path: Path) -> list[MeshPart]:
         active = _MESH_CACHE.get()
@@ -361,12 +362,16 @@ class MeshLibrary:
         reading or decoding the arrays (a rebuild that re-authors the physics layer but restores the
         shapes). The record is untrusted: anything but a non-empty list of strings reads the parts."""
         path = Path(path)
+        known = self._names.get(path)
+        if known is not None:  # a file named by several colliders: looked up once
+            return list(known)
         active = _MESH_CACHE.get()
         if path not in self._files and active is not None:
             entry = active[0].entry(mesh_key(path, active[1]))
             meta = entry.get("meta") if entry is not None else None
             names = meta.get("parts") if isinstance(meta, dict) else None
             if isinstance(names, list) and names and all(type(name) is str for name in names):
+                self._names[path] = list(names)
                 return list(names)
         return [part.name for part in self._file_parts(path)]
 
