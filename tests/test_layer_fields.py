@@ -94,6 +94,8 @@ def test_mutating_each_field_rebuilds_only_its_layers(kind, folder):
                 assert hits(store, "mjcf-slim") == 1 and len(slim.compiles) == fallbacks, field
             if field == "robot_type":  # only base reads it: every other keyed unit was reused
                 assert hits(store, "layer:") >= 5
+            if field == "collision_type" and value != "Convex Decomposition":  # the shapes see no difference
+                assert hits(store, "layer:instances") == hits(store, "layer:geometry") == 1
             shutil.rmtree(work / f"cold{step}")
             shutil.rmtree(work / f"inc{step}")
     # Every output field demonstrably changes something on these fixtures (the map is not vacuous).
@@ -141,6 +143,59 @@ def test_each_unit_ignores_every_field_it_does_not_declare_at_once(kind, folder)
         out = work / unit
         converter_for(kind)(attrs.evolve(base, usd_dir=str(out), **others), cache=False)
         assert units(out).get(unit) == reference.get(unit), f"{unit} changed with {sorted(others)}"
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_shapes_are_keyed_by_whether_colliders_are_decomposed_only(kind, folder):
+    """A collision approximation edit re-keys the physics layer (its ``physics:approximation`` tokens) and
+    leaves the shapes' keys alone, unless it switches convex decomposition on or off (decomposed prototypes
+    are other prims)."""
+    from usdforge.pipeline.layer_keys import unit_keys
+
+    base = cfg_class(kind)(asset_path=str(folder / "fx" / "layered.xml"))
+    keys = {value: unit_keys(kind, attrs.evolve(base, collision_type=value), "source")
+            for value in ("Convex Hull", "Bounding Cube", "Bounding Sphere", "Convex Decomposition")}
+    for unit in ("instances", "geometry"):
+        assert keys["Convex Hull"][unit] == keys["Bounding Cube"][unit] == keys["Bounding Sphere"][unit]
+        assert keys["Convex Decomposition"][unit] != keys["Convex Hull"][unit]
+    assert len({k["physics"] for k in keys.values()}) == 4
+    cube = attrs.evolve(base, collision_type="Bounding Cube")
+    assert FieldView(cube, ("collision_type",), "instances").collision_type == "Convex Hull"  # what shapes see
+    assert FieldView(cube, ("collision_type",), "physics").collision_type == "Bounding Cube"
+
+
+def test_a_physics_rebuild_names_colliders_from_the_mesh_record(folder, monkeypatch):
+    """A rebuild that re-authors the physics layer but restores the shapes names each mesh collider's parts
+    from the mesh cache entry's record, without reading the mesh arrays; a record that is not a list of
+    names (the cache is untrusted) reads the parts. Either way the output equals a cold conversion."""
+    import json
+
+    from usdforge.rules.robot import meshes
+
+    asset = folder / "fx" / "layered.urdf.xacro"
+    cfg = cfg_class("urdf")(asset_path=str(asset))
+    work = folder / "part-names"
+    warnings.simplefilter("ignore")
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    decoded = []
+    real = meshes.parts_from_bytes
+    monkeypatch.setattr(meshes, "parts_from_bytes", lambda *a: decoded.append(1) or real(*a))
+    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
+
+    for step, stiffness in enumerate((300.0, 400.0)):  # physics and the Isaac Lab cfg only
+        edited = attrs.evolve(cfg, joint_drive=JointDriveCfg(gains=PDGainsCfg(stiffness=stiffness, damping=3.0)))
+        store = Store(work / "cache", build=f"names{step}")
+        converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=store)
+        converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
+        assert units(work / "out") == units(work / f"cold{step}")
+        assert hits(store, "layer:instances") == 1 and (decoded == []) == (step == 0)
+        for entry in (work / "cache" / "entries").rglob("*.json"):  # forge the records for the next step
+            body = json.loads(entry.read_text())
+            if body.get("kind") == "mesh-geometry":
+                body["meta"] = {"parts": "part"}
+                body.pop("checksum")
+                store.put_entry(body["key"], {"parts.bin": store.get_entry(body["key"]).files["parts.bin"]},
+                                body["meta"], kind="mesh-geometry")
 
 
 def test_view_raises_on_undeclared_fields():

@@ -54,15 +54,16 @@ class Shapes:
     """Writes the shapes of a robot's links; ``options`` is the writer's ``RobotUsdOptions``."""
 
     def __init__(self, layers: RobotLayers, options, meshes: MeshLibrary, materials: Materials, source: Path,
-                 geometry: bool = False):
+                 geometry: bool = False, collider_options=None):
         """geometry: the geometry layer is restored (``RobotLayers.restored``): prototypes are named, not
-        authored."""
+        authored. collider_options: the options the colliders (physics layer) are authored with (default
+        ``options``): the physics layer's view, which alone sees the approximation token."""
         self.layers = layers
         self.options = options
         self.meshes = meshes
         self.materials = materials
         self.source = source
-        self.colliders = Colliders(layers, options, meshes)
+        self.colliders = Colliders(layers, options if collider_options is None else collider_options, meshes)
         self._prototypes: dict[tuple, tuple[Sdf.Path, list[str]]] = {}
         self._prototype_names: set[str] = set()
         self._decomposer_missing_warned = False
@@ -253,8 +254,13 @@ class Shapes:
 
 def prototype_part_names(parts: list[MeshPart]) -> list[str]:
     """The prim names of a prototype's parts (beside its ``Looks``)."""
+    return unique_part_names([part.name for part in parts])
+
+
+def unique_part_names(names: list[str]) -> list[str]:
+    """The prim names of parts named ``names``, in a prototype beside its ``Looks``."""
     taken = {"Looks"}
-    return [unique_name(part.name, taken) for part in parts]
+    return [unique_name(name, taken) for name in names]
 
 
 class Colliders:
@@ -270,8 +276,8 @@ class Colliders:
         """The collider of ``shape`` at ``path`` (a mesh: one per part of its prototype, not decomposed;
         a decomposed one goes through ``Shapes``)."""
         g = shape.geometry
-        if g.kind == "mesh":
-            self.author(path, prototype_part_names(self.meshes.parts(g.mesh, g.scale)))
+        if g.kind == "mesh":  # the parts' names alone (scale and arrays change none)
+            self.author(path, unique_part_names(self.meshes.part_names(g.mesh)))
         else:
             self.author(path, ["."] if g.kind == "ellipsoid" or g.trimesh is not None else None)
 

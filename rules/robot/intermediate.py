@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -37,6 +38,8 @@ _FILE = "robot.json"
 _CLASSES = {cls.__name__: cls for cls in (model.Robot, model.Link, model.Joint, model.Shape, model.Geometry,
                                           model.Inertial, model.Material, model.Frame, model.Mimic, model.Drive)}
 _DTYPES = ("<f8", "<f4", "<i8", "<i4", "|b1")
+_ITEMSIZE = {dtype: np.dtype(dtype).itemsize for dtype in _DTYPES}
+_FIELD_NAMES = {cls: frozenset(f.name for f in attrs.fields(cls)) for cls in _CLASSES.values()}
 _MAX_BYTES = 256 << 20
 
 _SCOPE: ContextVar[tuple[Any, str] | None] = ContextVar("usdforge_intermediate", default=None)
@@ -69,22 +72,40 @@ def encode_value(value: Any) -> Any:
     raise Unencodable(f"cannot keep a {type(value).__name__} in the intermediate")
 
 
+_PLAIN = frozenset((type(None), bool, str, int, float))
+
+
 def decode_value(data: Any, depth: int = 0) -> Any:
     """The value ``encode_value`` gave ``data`` for; ValueError for anything it could not have given."""
+    if type(data) in _PLAIN:
+        return data
     if depth > 64:
         raise ValueError("nested too deep")
-    if data is None or isinstance(data, (bool, str, int, float)):
-        return data
-    if isinstance(data, list):
+    if type(data) is list:
         return [decode_value(v, depth + 1) for v in data]
-    if not isinstance(data, dict) or len(data) not in (1, 2):
+    if type(data) is not dict or len(data) not in (1, 2):
         raise ValueError(f"unexpected {type(data).__name__}")
+    if "~c" in data:
+        cls = _CLASSES.get(data["~c"]) if isinstance(data["~c"], str) else None
+        fields = data.get("f")
+        if cls is None or type(fields) is not dict or fields.keys() != _FIELD_NAMES[cls]:
+            raise ValueError(f"not a model class: {data['~c']!r}")
+        return cls(**{name: decode_value(value, depth + 1) for name, value in fields.items()})
+    if "~a" in data:
+        dtype, shape, text = _list(data["~a"], 3)
+        if dtype not in _DTYPES or type(shape) is not list or not all(type(n) is int and n >= 0 for n in shape) \
+                or type(text) is not str or len(shape) > 4:
+            raise ValueError("bad array")
+        raw = bytearray(base64.b64decode(text, validate=True))  # writable, as a read array is
+        if len(raw) != math.prod(shape) * _ITEMSIZE[dtype]:
+            raise ValueError("array size does not match its shape")
+        return np.frombuffer(raw, dtype=dtype).reshape(shape)
     if "~t" in data:
         return tuple(decode_value(v, depth + 1) for v in _list(data["~t"]))
     if "~d" in data:
         items = {}
         for pair in _list(data["~d"]):
-            if not isinstance(pair, list) or len(pair) != 2:
+            if type(pair) is not list or len(pair) != 2:
                 raise ValueError("bad mapping item")
             key = decode_value(pair[0], depth + 1)
             if not isinstance(key, (str, int, float, bool, tuple)) and key is not None:
@@ -92,32 +113,17 @@ def decode_value(data: Any, depth: int = 0) -> Any:
             items[key] = decode_value(pair[1], depth + 1)
         return items
     if "~p" in data:
-        if not isinstance(data["~p"], str):
+        if type(data["~p"]) is not str:
             raise ValueError("bad path")
         return Path(data["~p"])
-    if "~a" in data:
-        dtype, shape, text = _list(data["~a"], 3)
-        if dtype not in _DTYPES or not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape) \
-                or not isinstance(text, str) or len(shape) > 4:
-            raise ValueError("bad array")
-        raw = base64.b64decode(text, validate=True)
-        if len(raw) != int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize:
-            raise ValueError("array size does not match its shape")
-        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
     if "~s" in data:
         dtype, text = _list(data["~s"], 2)
-        if dtype not in _DTYPES or not isinstance(text, str):
+        if dtype not in _DTYPES or type(text) is not str:
             raise ValueError("bad scalar")
         raw = base64.b64decode(text, validate=True)
-        if len(raw) != np.dtype(dtype).itemsize:
+        if len(raw) != _ITEMSIZE[dtype]:
             raise ValueError("bad scalar size")
         return np.frombuffer(raw, dtype=dtype)[0]
-    if "~c" in data:
-        cls = _CLASSES.get(data["~c"]) if isinstance(data["~c"], str) else None
-        fields = data.get("f")
-        if cls is None or not isinstance(fields, dict) or set(fields) != {f.name for f in attrs.fields(cls)}:
-            raise ValueError(f"not a model class: {data['~c']!r}")
-        return cls(**{name: decode_value(value, depth + 1) for name, value in fields.items()})
     raise ValueError("unknown tag")
 
 

@@ -80,25 +80,38 @@ def joint_paths(root: Sdf.Path, robot: Robot, taken: set[str] | None = None) -> 
 
 
 class Joints:
-    """Writes the joints of ``robot`` between the bodies at ``link_paths`` (link name → prim path)."""
+    """Writes the joints of ``robot`` between the bodies at ``link_paths`` (link name → prim path).
 
-    def __init__(self, layers: RobotLayers, robot: Robot, link_paths: dict[str, Sdf.Path]):
+    Only into the layers ``layers`` authors (``RobotLayers.authored``): a layer restored from the build
+    cache gets nothing (what would land in its scratch layer is dropped anyway). physics: whether the
+    joints' physics prims are written even when the physics layer is restored (a callback that looks
+    them up in the scratch layer)."""
+
+    def __init__(self, layers: RobotLayers, robot: Robot, link_paths: dict[str, Sdf.Path], physics: bool = False):
         self.layers = layers
         self.robot = robot
         self.root = layers.root
         self.link_paths = link_paths
         self.joint_paths: dict[str, Sdf.Path] = {}
+        self._writes = {role: layers.authored(role) for role in ("physx", "newton", "mujoco")}
+        self._writes["physics"] = physics or layers.authored("physics")
 
     def write(self) -> dict[str, Sdf.Path]:
         """Author every joint (and the fixed-base joints); return joint name → prim path."""
         scope = self.root.AppendChild("joints")
-        self.layers.spec("physics", scope, "Scope")
         taken: set[str] = set()
         links = {link.name: link for link in self.robot.links}
         self.joint_paths.update(joint_paths(self.root, self.robot, taken))
+        if self._writes["physics"]:
+            self.layers.spec("physics", scope, "Scope")
         for joint in self.robot.joints:
-            self._joint(self.joint_paths[joint.name], joint, links)
-        if self.robot.fixed_base:
+            if self._writes["physics"]:
+                self._joint(self.joint_paths[joint.name], joint, links)
+            elif joint.kind in ("revolute", "continuous", "prismatic"):
+                self._engine_joint_attributes(self.joint_paths[joint.name], joint,
+                                              joint.kind in ("revolute", "continuous"),
+                                              axis_alignment(joint.axis)[0])
+        if self.robot.fixed_base and self._writes["physics"]:
             jointed_to_world = {joint.child for joint in self.robot.joints if joint.parent is None}
             roots = tree_roots(self.robot)
             for root in roots:
@@ -186,30 +199,34 @@ class Joints:
         """Mimic couplings and the joint data UsdPhysics has no attribute for, per engine layer."""
         if joint.mimic is not None and joint.mimic.joint in self.joint_paths:
             leader = self.joint_paths[joint.mimic.joint]
-            physics = self.layers.over("physics", path)
-            sdf.relationship(physics, "usdforge:mimic:joint", [leader], custom=True)
-            sdf.attribute(physics, "usdforge:mimic:multiplier", T.Double, float(joint.mimic.multiplier), custom=True)
-            sdf.attribute(physics, "usdforge:mimic:offset", T.Double, float(joint.mimic.offset), custom=True)
+            if self._writes["physics"]:
+                physics = self.layers.over("physics", path)
+                sdf.relationship(physics, "usdforge:mimic:joint", [leader], custom=True)
+                sdf.attribute(physics, "usdforge:mimic:multiplier", T.Double, float(joint.mimic.multiplier),
+                              custom=True)
+                sdf.attribute(physics, "usdforge:mimic:offset", T.Double, float(joint.mimic.offset), custom=True)
             leader_joint = next(j for j in self.robot.joints if j.name == joint.mimic.joint)
             instance = ("rot" if angular else "trans") + _AXES[k]
             leader_instance = ("rot" if leader_joint.kind in ("revolute", "continuous") else "trans") + \
                 _AXES[axis_alignment(leader_joint.axis)[0]]
-            physx = self.layers.over("physx", path)
-            sdf.apply_schemas(physx, f"PhysxMimicJointAPI:{instance}")
-            # PhysX: q + gearing * q_reference + offset = 0.
-            sdf.relationship(physx, f"physxMimicJoint:{instance}:referenceJoint", [leader])
-            sdf.attribute(physx, f"physxMimicJoint:{instance}:referenceJointAxis", T.Token, leader_instance,
-                          uniform=True)
-            sdf.attribute(physx, f"physxMimicJoint:{instance}:gearing", T.Float, float(-joint.mimic.multiplier))
-            sdf.attribute(physx, f"physxMimicJoint:{instance}:offset", T.Float, float(-joint.mimic.offset))
-            newton = self.layers.over("newton", path)
-            sdf.apply_schemas(newton, "NewtonMimicAPI")
-            # Newton: q = coef0 + coef1 * q_leader, coef0 in the follower's USD units (degrees if angular).
-            sdf.relationship(newton, "newton:mimicJoint", [leader])
-            sdf.attribute(newton, "newton:mimicCoef0", T.Float,
-                          float(radians_to_degrees(joint.mimic.offset) if angular else joint.mimic.offset))
-            sdf.attribute(newton, "newton:mimicCoef1", T.Float, float(joint.mimic.multiplier))
-            sdf.attribute(newton, "newton:mimicEnabled", T.Bool, True)
+            physx = self.layers.over("physx", path) if self._writes["physx"] else None
+            if physx is not None:
+                sdf.apply_schemas(physx, f"PhysxMimicJointAPI:{instance}")
+                # PhysX: q + gearing * q_reference + offset = 0.
+                sdf.relationship(physx, f"physxMimicJoint:{instance}:referenceJoint", [leader])
+                sdf.attribute(physx, f"physxMimicJoint:{instance}:referenceJointAxis", T.Token, leader_instance,
+                              uniform=True)
+                sdf.attribute(physx, f"physxMimicJoint:{instance}:gearing", T.Float, float(-joint.mimic.multiplier))
+                sdf.attribute(physx, f"physxMimicJoint:{instance}:offset", T.Float, float(-joint.mimic.offset))
+            if self._writes["newton"]:
+                newton = self.layers.over("newton", path)
+                sdf.apply_schemas(newton, "NewtonMimicAPI")
+                # Newton: q = coef0 + coef1 * q_leader, coef0 in the follower's USD units (degrees if angular).
+                sdf.relationship(newton, "newton:mimicJoint", [leader])
+                sdf.attribute(newton, "newton:mimicCoef0", T.Float,
+                              float(radians_to_degrees(joint.mimic.offset) if angular else joint.mimic.offset))
+                sdf.attribute(newton, "newton:mimicCoef1", T.Float, float(joint.mimic.multiplier))
+                sdf.attribute(newton, "newton:mimicEnabled", T.Bool, True)
         physx_values = {}
         if joint.velocity is not None:
             physx_values["physxJoint:maxJointVelocity"] = float(radians_to_degrees(joint.velocity) if angular
@@ -248,7 +265,7 @@ class Joints:
                            value_type: Sdf.ValueTypeName) -> Sdf.PrimSpec | None:
         """``values`` (attribute name → value, already in USD units) with ``api`` applied, as an over in the
         engine's ``layer``; the spec, or None when there is nothing to author."""
-        if not values:
+        if not values or not self._writes[layer]:
             return None
         spec = self.layers.over(layer, path)
         sdf.apply_schemas(spec, api)

@@ -84,6 +84,22 @@ FIELD_UNITS: dict[str, dict[str, tuple[str, ...]]] = {
              "articulation_cfg_keyframe": ("articulation_cfg",)},
 }
 
+
+
+def _decomposition_only(collision_type: str) -> str:
+    """``collision_type`` as the shapes see it: "Convex Decomposition" (prototypes decomposed into convex
+    parts, named ``*_convex``) or, for every other value, "Convex Hull" (the approximation token itself is
+    the physics layer's)."""
+    return collision_type if collision_type == "Convex Decomposition" else "Convex Hull"
+
+
+#: Fields a unit sees only in part, by unit: field → the function giving what the unit sees (one
+#: representative per class of values it cannot tell apart). The view hands the unit that value and its key
+#: holds it, so an edit within a class (a collision approximation other than decomposition) leaves the
+#: unit's key, and its bytes, alone: the shapes are not re-authored for a new ``physics:approximation``.
+PROJECTIONS: dict[str, dict[str, Any]] = {"instances": {"collision_type": _decomposition_only},
+                                           "geometry": {"collision_type": _decomposition_only}}
+
 #: Unit → the cfg fields it reads (``FIELD_UNITS`` turned around), by kind; "interface": every field.
 LAYER_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     kind: {unit: tuple(f for f, units in fields.items() if unit in units) for unit in UNITS if unit != "interface"}
@@ -98,19 +114,21 @@ class FieldView:
     """A cfg seen through one unit's declaration: its declared fields (and any non-field attribute of
     the cfg class), and ``UndeclaredField`` for every other field."""
 
-    __slots__ = ("_cfg", "_fields", "_unit")
+    __slots__ = ("_cfg", "_fields", "_unit", "_projections")
 
     def __init__(self, cfg: Any, fields: tuple[str, ...], unit: str = "?"):
         object.__setattr__(self, "_cfg", cfg)
         object.__setattr__(self, "_fields", frozenset(fields))
         object.__setattr__(self, "_unit", unit)
+        object.__setattr__(self, "_projections", PROJECTIONS.get(unit, {}))
 
     def __getattr__(self, name: str) -> Any:
         cfg = object.__getattribute__(self, "_cfg")
         if name in attrs.fields_dict(type(cfg)) and name not in object.__getattribute__(self, "_fields"):
             raise UndeclaredField(f"the {object.__getattribute__(self, '_unit')} unit read the cfg field "
                                   f"'{name}', which it does not declare (rules.robot.layer_fields)")
-        return getattr(cfg, name)
+        projection = object.__getattribute__(self, "_projections").get(name)
+        return getattr(cfg, name) if projection is None else projection(getattr(cfg, name))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("a cfg view is read-only")
@@ -137,9 +155,14 @@ def field_table(kind: str) -> str:
         elif field.name in READ_FIELDS[kind]:
             units = "every unit, through the intermediate (the robot as read)"
         else:
-            units = ", ".join(FIELD_UNITS[kind][field.name])
+            units = ", ".join(unit + (f" ({PROJECTED[field.name]})" if field.name in PROJECTIONS.get(unit, {}) else "")
+                              for unit in FIELD_UNITS[kind][field.name])
         rows.append(f"| `{field.name}` | {units} |")
     return "\n".join(rows)
+
+
+#: How a projected field reads in the table.
+PROJECTED = {"collision_type": "only whether it is Convex Decomposition"}
 
 
 def documented_tables() -> str:

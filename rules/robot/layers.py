@@ -43,10 +43,13 @@ class RobotLayers:
         self.restored = dict(restored or {}) if layered else {}
         self.layers: dict[str, Sdf.Layer] = {}
         self._stages: dict[str, Usd.Stage] = {}
+        folders: set[Path] = set()
         for role, file in self.files.items():
             existing = next((layer for r, layer in self.layers.items() if self.files[r] == file), None)
             if existing is None:
-                file.parent.mkdir(parents=True, exist_ok=True)
+                if file.parent not in folders:  # each folder once (a mkdir that finds it there costs the same)
+                    file.parent.mkdir(parents=True, exist_ok=True)
+                    folders.add(file.parent)
                 existing = sdf.new_layer(str(file)) if role not in self.restored else \
                     _scratch(file.suffix.lstrip("."))
                 if role != "geometry":

@@ -364,6 +364,7 @@ class MeshLibrary:
         self._files: dict[Path, list[MeshPart] | ConversionError] = {}
         self._baked: dict[tuple[Path, tuple[float, float, float]], list[MeshPart]] = {}
         self._volumes: dict[tuple[Path, tuple[float, float, float]], VolumeProperties] = {}
+        self._names: dict[Path, list[str]] = {}  # part names from the build cache's records (``part_names``)
 
     def _read(self, path: Path) -> list[MeshPart]:
         active = _MESH_CACHE.get()
@@ -380,8 +381,28 @@ class MeshLibrary:
                 pass  # an artifact of another layout: read the file
         parts = self._read_file(path)
         if all(part.image is None for part in parts):  # in-memory textures are not stored
-            store.put_entry(key, {_PARTS_FILE: parts_to_bytes(parts, path.parent)}, kind="mesh-geometry")
+            store.put_entry(key, {_PARTS_FILE: parts_to_bytes(parts, path.parent)},
+                            {"parts": [part.name for part in parts]}, kind="mesh-geometry")
         return parts
+
+    def part_names(self, path: Path) -> list[str]:
+        """The names of the file's parts, as ``parts`` gives them (what a collider on the file names). When
+        the parts were not read in this conversion, from the build cache entry's record of them, without
+        reading or decoding the arrays (a rebuild that re-authors the physics layer but restores the
+        shapes). The record is untrusted: anything but a non-empty list of strings reads the parts."""
+        path = Path(path)
+        known = self._names.get(path)
+        if known is not None:  # a file named by several colliders: looked up once
+            return list(known)
+        active = _MESH_CACHE.get()
+        if path not in self._files and active is not None:
+            entry = active[0].entry(mesh_key(path, active[1]))
+            meta = entry.get("meta") if entry is not None else None
+            names = meta.get("parts") if isinstance(meta, dict) else None
+            if isinstance(names, list) and names and all(type(name) is str for name in names):
+                self._names[path] = list(names)
+                return list(names)
+        return [part.name for part in self._file_parts(path)]
 
     def _read_file(self, path: Path) -> list[MeshPart]:
         return read_file(path)[0]

@@ -184,7 +184,7 @@ class _RobotWriter:
         self.root = self.layers.root
         self.materials = Materials(self.layers, out_dir)
         self.shapes = Shapes(self.layers, self.views("instances"), meshes, self.materials, robot.source,
-                             geometry=not self.layers.authored("geometry"))
+                             geometry=not self.layers.authored("geometry"), collider_options=self.views("physics"))
         self.link_paths: dict[str, Sdf.Path] = {}
         self.joint_paths: dict[str, Sdf.Path] = {}
         self._root_children: set[str] = {"joints", "Looks"}
@@ -210,7 +210,8 @@ class _RobotWriter:
                 self._colliders(link)
             self._body(link, authored("physics"))
         if any(authored(role) for role in ("physics", "physx", "newton", "mujoco")):
-            self.joint_paths.update(Joints(self.layers, self.robot, self.link_paths).write())
+            self.joint_paths.update(Joints(self.layers, self.robot, self.link_paths,
+                                           physics=self.author_extra is not None).write())
         else:
             self.joint_paths.update(joint_paths(self.root, self.robot))
         if authored("physics") or authored("physx"):

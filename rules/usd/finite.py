@@ -18,6 +18,10 @@ from pxr import Gf, Sdf
 from usdforge.rules.errors import ConversionError
 
 _QUATERNIONS = (Gf.Quatf, Gf.Quatd, Gf.Quath)
+#: Gf vectors: iterated as Python floats (a numpy conversion costs more than the check).
+_VECTORS = frozenset(getattr(Gf, f"Vec{n}{t}") for n in (2, 3, 4) for t in "dfh")
+#: Values that hold no float.
+_NO_FLOAT = frozenset((type(None), bool, int, str, Sdf.AssetPath))
 
 
 class NonFiniteOutput(ConversionError):
@@ -27,6 +31,13 @@ class NonFiniteOutput(ConversionError):
 def _finite(value: Any) -> bool:
     """Whether every number in ``value`` (scalar, Gf vector/matrix/quaternion, Vt array) is finite as the
     32-bit or 64-bit float it is stored as."""
+    kind = type(value)
+    if kind is float:
+        return math.isfinite(value)
+    if kind in _NO_FLOAT:
+        return True
+    if kind in _VECTORS:
+        return all(map(math.isfinite, value))
     if isinstance(value, float):
         return math.isfinite(value)
     if value is None or isinstance(value, (bool, int, str, Sdf.AssetPath)):
@@ -45,6 +56,7 @@ def check_layer_finite(layer: Sdf.Layer, source: str | None = None) -> None:
     attribute default or time sample in ``layer`` is nan or infinite. The rules' ``convert`` re-raise it
     naming the asset."""
     problems: list[tuple[str, Any]] = []
+    sampled = bool(layer.ListAllTimeSamples())  # most layers have none: no query per attribute
 
     def visit(path: Sdf.Path) -> None:
         if problems or not path.IsPropertyPath():
@@ -53,7 +65,8 @@ def check_layer_finite(layer: Sdf.Layer, source: str | None = None) -> None:
         if spec is None:
             return
         values = [spec.default] if spec.HasDefaultValue() else []
-        values += [layer.QueryTimeSample(path, t) for t in layer.ListTimeSamplesForPath(path)]
+        if sampled:
+            values += [layer.QueryTimeSample(path, t) for t in layer.ListTimeSamplesForPath(path)]
         for value in values:
             if not _finite(value):
                 problems.append((str(path), value))

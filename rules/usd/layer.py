@@ -199,17 +199,18 @@ def single_precision_moments(moments: Iterable[float]) -> tuple[float, float, fl
     when that rounding alone breaks the triangle inequality A + B >= C (a thin disk or rod sits on it
     exactly; MuJoCo's decoder refuses a body that breaks it). Moments that break it by more stay as they
     are (rules.robot.inertia warns about those)."""
-    values = np.asarray(list(moments), dtype=np.float64)
-    rounded = values.astype(np.float32)
-    largest = int(np.argmax(rounded))
-    others = float(np.sum(np.delete(rounded, largest).astype(np.float64)))
-    exact = float(np.sum(np.delete(values, largest)))
-    if float(rounded[largest]) > others and exact >= values[largest] * (1.0 - 1e-6):
+    # Python floats (each float32 rounding exact in float64): numpy's per-call cost is most of this on 3 values.
+    values = [float(v) for v in moments]
+    rounded = [float(np.float32(v)) for v in values]
+    largest = rounded.index(max(rounded))
+    others = sum(r for i, r in enumerate(rounded) if i != largest)
+    exact = sum(v for i, v in enumerate(values) if i != largest)
+    if rounded[largest] > others and exact >= values[largest] * (1.0 - 1e-6):
         lowered = np.float32(others)
         while float(lowered) > others:
             lowered = np.nextafter(lowered, np.float32(0.0))
-        rounded[largest] = lowered
-    return tuple(float(v) for v in rounded)
+        rounded[largest] = float(lowered)
+    return tuple(rounded)
 
 
 def mass(spec: Sdf.PrimSpec, value: float, center_of_mass: Iterable[float], inertia: np.ndarray) -> None:
