@@ -26,6 +26,7 @@ from usdforge.rules.files import (MAX_FILE_BYTES, Reference, check_model_file, c
 from usdforge.rules.mesh.references import mesh_references
 from usdforge.rules.mesh.read import MeshPart, combined_mesh, read_parts
 from usdforge.rules.outputs import instanceable_meshes_path
+from usdforge.rules.robot.layer_reuse import MESH_UNIT, reused
 from usdforge.rules.usd.stage import (author_mass, author_mesh, author_preview_material, bind_material, export_stage,
                                  material_of, matrix_to_pose, new_stage, relative_asset_path, save_stage,
                                  set_local_transform, unique_name)
@@ -99,6 +100,17 @@ def check_mesh_files(asset: Path, allowed_roots: tuple[str, ...] = ()) -> None:
                      model_roots(asset, allowed_roots))
 
 
+def read_checked_parts(asset: Path) -> list[MeshPart]:
+    """The parts of the mesh file (Assimp first, trimesh as the fallback), their textures decoded: before
+    anything is written, as the reference checks verify a PNG, no more."""
+    parts, _ = read_parts(asset)
+    for part in parts:
+        image = material_of(part.mesh)[1]
+        if image is not None:
+            decoded_texture(image, asset)
+    return parts
+
+
 @names_the_asset
 def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written.
@@ -107,11 +119,11 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     """
     asset = Path(cfg.asset_path)
     check_mesh_files(asset, cfg.allowed_roots)
-    parts, _ = read_parts(asset)  # Assimp first, trimesh as the fallback
-    for part in parts:  # decoded before anything is written: the reference checks verify a PNG, no more
-        image = material_of(part.mesh)[1]
-        if image is not None:
-            decoded_texture(image, asset)
+    # The meshes layer and its textures from the build cache (``pipeline.layer_keys.mesh_unit_keys``): the
+    # file is then read only for the mass properties.
+    meshes_files = reused(MESH_UNIT) if cfg.make_instanceable else None
+    needs_parts = meshes_files is None or (cfg.mass_props is not None and cfg.mass_props.mass is not None)
+    parts = read_checked_parts(asset) if needs_parts else []
     usd_path = out_dir / cfg.usd_file_name
     usd_path.parent.mkdir(parents=True, exist_ok=True)
     stage, root = new_stage(asset.stem, usd_path)
@@ -133,9 +145,14 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     if cfg.make_instanceable:
         meshes_relative = instanceable_meshes_path(cfg.usd_file_name)
         meshes_path = out_dir / meshes_relative
-        mesh_stage, _ = new_stage("geometry")
-        author_parts(mesh_stage, Sdf.Path("/geometry"), parts, cfg, meshes_path.parent, out_dir, asset.stem)
-        export_stage(mesh_stage, meshes_path)
+        if meshes_files is not None:
+            for name, data in meshes_files.items():  # names checked by the cache and layer_reuse.reused
+                (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
+                (out_dir / name).write_bytes(data)
+        else:
+            mesh_stage, _ = new_stage("geometry")
+            author_parts(mesh_stage, Sdf.Path("/geometry"), parts, cfg, meshes_path.parent, out_dir, asset.stem)
+            export_stage(mesh_stage, meshes_path)
         written.append(meshes_path)
         geometry_prim = stage.DefinePrim(geometry, "Xform")
         geometry_prim.GetReferences().AddReference(relative_asset_path(meshes_path, usd_path.parent), "/geometry")
