@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import trimesh
-from pxr import Sdf, Usd, UsdGeom, UsdPhysics
+from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
@@ -28,8 +28,8 @@ from usdforge.rules.mesh.read import MeshPart, combined_mesh, read_parts
 from usdforge.rules.outputs import instanceable_meshes_path
 from usdforge.rules.robot.layer_reuse import MESH_UNIT, reused
 from usdforge.rules.usd.stage import (author_mass, author_mesh, author_preview_material, bind_material, export_stage,
-                                 material_of, matrix_to_pose, new_stage, relative_asset_path, save_stage,
-                                 set_local_transform, unique_name)
+                                 material_of, matrix_to_pose, new_stage, relative_asset_path, save_layer,
+                                 save_stage, set_local_transform, unique_name, usd_identifier)
 from usdforge.schemas.converter_cfgs import MeshConverterCfg
 from usdforge.schemas.writer import author_cfg
 
@@ -100,6 +100,31 @@ def check_mesh_files(asset: Path, allowed_roots: tuple[str, ...] = ()) -> None:
                      model_roots(asset, allowed_roots))
 
 
+def main_layer(path: Path, root_name: str, meshes_reference: str, translation: np.ndarray,
+               orientation_wxyz: np.ndarray, scale: np.ndarray) -> Sdf.Layer:
+    """The main layer of a ``make_instanceable`` output without rigid body or mass properties, authored
+    through Sdf as ``new_stage``, ``DefinePrim``, ``AddReference``, ``SetInstanceable`` and
+    ``set_local_transform`` author it through a stage: its text is the same (tests/test_mesh_rule.py
+    compares them), without a stage composing the meshes layer it references."""
+    layer = Sdf.Layer.CreateNew(str(path))
+    root = Sdf.PrimSpec(layer, usd_identifier(root_name), Sdf.SpecifierDef, "Xform")
+    layer.defaultPrim = root.name
+    for key, value in (("upAxis", UsdGeom.Tokens.z), ("metersPerUnit", 1.0), ("kilogramsPerUnit", 1.0)):
+        layer.pseudoRoot.SetInfo(key, value)
+    geometry = Sdf.PrimSpec(root, "geometry", Sdf.SpecifierDef, "Xform")
+    geometry.referenceList.Prepend(Sdf.Reference(meshes_reference, "/geometry"))
+    geometry.instanceable = True
+    w, x, y, z = map(float, orientation_wxyz)
+    ops = [("xformOp:translate", Sdf.ValueTypeNames.Double3, Gf.Vec3d(*map(float, translation))),
+           ("xformOp:orient", Sdf.ValueTypeNames.Quatd, Gf.Quatd(w, Gf.Vec3d(x, y, z))),
+           ("xformOp:scale", Sdf.ValueTypeNames.Double3, Gf.Vec3d(*map(float, scale)))]
+    for name, value_type, value in ops:
+        Sdf.AttributeSpec(geometry, name, value_type).default = value
+    Sdf.AttributeSpec(geometry, "xformOpOrder", Sdf.ValueTypeNames.TokenArray,
+                      Sdf.VariabilityUniform).default = [name for name, _, _ in ops]
+    return layer
+
+
 def read_checked_parts(asset: Path) -> list[MeshPart]:
     """The parts of the mesh file (Assimp first, trimesh as the fallback), their textures decoded: before
     anything is written, as the reference checks verify a PNG, no more."""
@@ -126,7 +151,11 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     parts = read_checked_parts(asset) if needs_parts else []
     usd_path = out_dir / cfg.usd_file_name
     usd_path.parent.mkdir(parents=True, exist_ok=True)
-    stage, root = new_stage(asset.stem, usd_path)
+    # A text main layer holding only the pose and the reference to the meshes layer is authored through
+    # Sdf (``main_layer``: the same text, without a stage that composes the meshes layer).
+    plain = cfg.make_instanceable and cfg.rigid_props is None and cfg.mass_props is None and \
+        cfg.usd_file_name.endswith(".usda")
+    stage, root = (None, None) if plain else new_stage(asset.stem, usd_path)
     written = [usd_path]
     if cfg.rigid_props is not None:
         UsdPhysics.RigidBodyAPI.Apply(root)
@@ -140,7 +169,7 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     if cfg.mesh_collision_props is not None and cfg.collision_props is None:
         warn(asset, "mesh_collision_props without collision_props: there are no collision meshes to "
              "approximate; not authored")
-    geometry = root.GetPath().AppendChild("geometry")
+    geometry = root.GetPath().AppendChild("geometry") if root is not None else None
     translation, orientation, scale = matrix_to_pose(geometry_transform(cfg))
     if cfg.make_instanceable:
         meshes_relative = instanceable_meshes_path(cfg.usd_file_name)
@@ -154,13 +183,19 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
             author_parts(mesh_stage, Sdf.Path("/geometry"), parts, cfg, meshes_path.parent, out_dir, asset.stem)
             export_stage(mesh_stage, meshes_path)
         written.append(meshes_path)
-        geometry_prim = stage.DefinePrim(geometry, "Xform")
-        geometry_prim.GetReferences().AddReference(relative_asset_path(meshes_path, usd_path.parent), "/geometry")
-        geometry_prim.SetInstanceable(True)
+    if stage is None:
+        save_layer(main_layer(usd_path, asset.stem, relative_asset_path(meshes_path, usd_path.parent),
+                              translation, orientation, scale))
     else:
-        geometry_prim = UsdGeom.Xform.Define(stage, geometry).GetPrim()
-        author_parts(stage, geometry, parts, cfg, usd_path.parent, out_dir, asset.stem)
-    set_local_transform(geometry_prim, translation, orientation, scale)
-    save_stage(stage)
+        if cfg.make_instanceable:
+            geometry_prim = stage.DefinePrim(geometry, "Xform")
+            geometry_prim.GetReferences().AddReference(relative_asset_path(meshes_path, usd_path.parent),
+                                                       "/geometry")
+            geometry_prim.SetInstanceable(True)
+        else:
+            geometry_prim = UsdGeom.Xform.Define(stage, geometry).GetPrim()
+            author_parts(stage, geometry, parts, cfg, usd_path.parent, out_dir, asset.stem)
+        set_local_transform(geometry_prim, translation, orientation, scale)
+        save_stage(stage)
     written.extend(sorted((out_dir / "textures").glob("*.png")) if (out_dir / "textures").is_dir() else [])
     return written

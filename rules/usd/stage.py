@@ -61,7 +61,12 @@ def export_stage(stage: Usd.Stage, path: Path) -> Path:
 def save_stage(stage: Usd.Stage) -> Path:
     """Save a stage made with ``new_stage(..., path)`` to its file (with the ``custom_data_on_save`` of
     that file)."""
-    layer = stage.GetRootLayer()
+    return save_layer(stage.GetRootLayer())
+
+
+def save_layer(layer: Sdf.Layer) -> Path:
+    """Save a layer made for its file (``new_stage(..., path)``'s, ``Sdf.Layer.CreateNew``) after the
+    non-finite guard, with the ``custom_data_on_save`` of that file."""
     check_layer_finite(layer)
     pending = _ON_SAVE.get()
     if pending is not None and pending[0] == os.path.realpath(layer.realPath):
