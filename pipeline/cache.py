@@ -63,6 +63,9 @@ _PROCESS_BUILD = os.urandom(6).hex()  # random, as uuid4's (uuid imports more th
 MAX_OBJECT_BYTES = 1 << 30
 #: The largest entry (JSON) read from a cache, in bytes.
 MAX_ENTRY_BYTES = 16 << 20
+#: The largest claims file read, in bytes: 65 per entry an object was written for (a library of a million
+#: entries sharing one mesh layer).
+MAX_CLAIMS_BYTES = 64 << 20
 _SHA = re.compile(r"[0-9a-f]{64}")
 #: Opens a cache file without following a link, and without waiting on a FIFO's writer.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -383,7 +386,7 @@ class Store:
     def _claim(self, sha: str, key: str) -> bool:
         """Record that object ``sha`` was written for the entry ``key`` (one short O_APPEND write: lines of
         concurrent writers never interleave; no link followed). False when the cache cannot be written."""
-        if key in self._claims(sha):
+        if self._claimed(sha, key):
             return True
         try:
             if not is_sha256(sha):
@@ -405,14 +408,19 @@ class Store:
             return False
         return True
 
-    def _claims(self, sha: str) -> set[str]:
-        """The keys object ``sha`` was written for (a regular file within 1 MiB, no link followed)."""
-        if not isinstance(sha, str) or not is_sha256(sha):
-            return set()
+    def _claimed(self, sha: str, key: str) -> bool:
+        """Whether object ``sha`` was written for the entry ``key``: a line of its claims file (a regular
+        file within ``MAX_CLAIMS_BYTES``, no link followed). Searched as bytes, not split into a set: one
+        object shared by every entry of a library (one mesh at many scales: its meshes layer) has one line
+        per entry, and each store and lookup of an entry reads them."""
+        if not isinstance(sha, str) or not is_sha256(sha) or not isinstance(key, str) or not key.isascii():
+            return False
         try:
-            return set(self._read(("claims", sha[:2]), sha, 1 << 20).decode("ascii", errors="replace").split())
+            data = self._read(("claims", sha[:2]), sha, MAX_CLAIMS_BYTES)
         except OSError:
-            return set()
+            return False
+        line = key.encode() + b"\n"
+        return data.startswith(line) or b"\n" + line in data
 
     # -- reading
     def _object_bytes(self, sha: str) -> bytes:
@@ -489,7 +497,7 @@ class Store:
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} is corrupt: ignored, the "
                                             "artifact is rebuilt")
             return None
-        if any(not isinstance(sha, str) or key not in self._claims(sha) for sha in body["files"].values()):
+        if any(not self._claimed(sha, key) for sha in body["files"].values()):
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} names objects that were not "
                                             "written for its key: ignored, the artifact is rebuilt")
             return None

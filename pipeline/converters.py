@@ -23,7 +23,7 @@ from usdforge.pipeline.cache import Store, open_store, unsafe_file_names
 from usdforge.pipeline.code_version import code_stamp
 from usdforge.pipeline.content_key import (absolute_location, cache_key, library_versions, location_free_digest,
                                            reference_names, resolve_name)
-from usdforge.pipeline.layer_keys import source_key, unit_files, unit_keys
+from usdforge.pipeline.layer_keys import mesh_unit_keys, source_key, unit_files, unit_keys
 from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_size, file_stamp, stamped_digest
 from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
 from usdforge.pipeline.references import referenced_files
@@ -84,7 +84,8 @@ class AssetConverterBase:
 
     After construction: ``converted`` is True when the outputs were written (converted or restored),
     ``restored`` when they came from the cache, ``reasons`` says why they were out of date, ``cache_key``
-    names the inputs and ``inputs`` lists the asset and every file it references (absolute).
+    names the inputs, ``inputs`` lists the asset and every file it references (absolute) and ``lazy_key``
+    is the lazy key beside the outputs (as written, or as read when they were up to date).
 
     Raises:
         ValueError: the asset file does not exist.
@@ -124,6 +125,7 @@ class AssetConverterBase:
         if self.converted:
             self._build(previous, open_store(cache), use_cache=not cfg.force_usd_conversion)
         else:
+            self.lazy_key = previous
             self.cache_key = previous.cache_key
             self.inputs = [asset, *(p for p in (resolve_name(name, asset.parent, self._packages)
                                                 for name in previous.references) if p is not None)]
@@ -185,7 +187,7 @@ class AssetConverterBase:
 
         def convert(staging: Path) -> list[Path]:
             from usdforge.pipeline.kinds import rule
-            from usdforge.pipeline.provenance import stamp_provenance
+            from usdforge.pipeline.provenance import provenance_on_save, stamp_provenance
             from usdforge.rules.conversion_warnings import is_note, recording
             from usdforge.rules.files import texture_checks_overlapped
             from usdforge.rules.robot.meshes import mesh_cache
@@ -196,19 +198,24 @@ class AssetConverterBase:
             # The robot as read and each layer of the output are reused on their own (pipeline.layer_keys).
             source = source_key(self.kind, self.cfg, asset_sha, named, location) \
                 if store is not None and self.kind != "mesh" else None
-            units = unit_keys(self.kind, self.cfg, source) if source is not None else {}
+            units = unit_keys(self.kind, self.cfg, source) if source is not None else \
+                mesh_unit_keys(self.cfg, asset_sha, named) if store is not None and self.kind == "mesh" else {}
             unit_names = unit_files(self._usd_file_name)
             reuse = store if use_cache else None
             # Textures are decoded in the background, joined (a bad one raising) before anything is stored
             # or published, inside the mesh cache that records their verdicts.
             with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned, \
                     intermediate_scope(reuse, source), layer_scope(reuse, units, unit_names) as restored, \
+                    provenance_on_save(staging / self._usd_file_name, provenance) as stamped, \
                     texture_checks_overlapped():
                 written = rule(self.kind).convert(self.cfg, staging)
-            stamp_provenance(staging / self._usd_file_name, provenance)
+            if not stamped:  # not saved with the record (a binary layer, a layer the rule wrote otherwise)
+                stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
                 files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
-                store_units(store, units, unit_names, files, restored)
+                # A mesh's unit is kept only from a conversion that warned of nothing: a reuse skips the
+                # reading that would warn again.
+                store_units(store, units if self.kind != "mesh" or not warned else {}, unit_names, files, restored)
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
                                       "element": w.element, "line": w.line, **({"note": True} if is_note(w) else {})}
                                      for w in warned]}
@@ -216,12 +223,13 @@ class AssetConverterBase:
             return written
 
         def make_key(written: dict[str, Path]) -> str:
-            return key_to_toml(LazyKey(
+            self.lazy_key = LazyKey(
                 kind=self.kind, cache_key=key, config_digest=self._digest,
                 source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
                 libraries=library_versions(self.kind), code=code_stamp(), location=location or {},
                 references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
-                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths})))
+                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths}))
+            return key_to_toml(self.lazy_key)
 
         if cached is not None:
             self.restored = True

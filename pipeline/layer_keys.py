@@ -13,8 +13,9 @@ from typing import Any
 import attrs
 
 from usdforge.pipeline.code_version import code_stamp, library_versions
-from usdforge.rules.outputs import ROBOT_LAYER_FILES, articulation_cfg_file_name
+from usdforge.rules.outputs import ROBOT_LAYER_FILES, articulation_cfg_file_name, instanceable_meshes_path
 from usdforge.rules.robot.layer_fields import LAYER_FIELDS, READ_FIELDS, view
+from usdforge.rules.robot.layer_reuse import MESH_UNIT
 from usdforge.schemas import __version__
 
 #: Units reused through their own key. The geometry layer also has a finer key of its own (the hash of
@@ -50,8 +51,33 @@ def source_key(kind: str, cfg: Any, asset_sha: str, references: dict[str, str],
 
 
 def unit_files(usd_file_name: str) -> dict[str, str]:
-    """Unit → its file, relative to the output folder."""
-    return {**ROBOT_LAYER_FILES, "articulation_cfg": articulation_cfg_file_name(usd_file_name)}
+    """Unit → its file, relative to the output folder (a robot's layers, its Isaac Lab cfg, the mesh rule's
+    meshes layer)."""
+    return {**ROBOT_LAYER_FILES, "articulation_cfg": articulation_cfg_file_name(usd_file_name),
+            MESH_UNIT: instanceable_meshes_path(usd_file_name)}
+
+
+#: The mesh rule's unit (``MESH_UNIT``), reused on its own: the meshes layer of a ``make_instanceable`` output
+#: (``Props/<stem>_meshes.usd``) with the textures it names. It holds the file's parts as read and their
+#: collider schemas; the pose (translation, rotation, scale) and the mass are authored on the main layer,
+#: so a library of one mesh at many scales, poses or masses reads and authors that mesh once. These are
+#: the cfg fields the meshes layer reads (``rules.mesh.convert.author_parts``).
+MESH_UNIT_FIELDS = ("collision_props", "mesh_collision_props")
+
+
+def mesh_unit_keys(cfg: Any, asset_sha: str, references: dict[str, str]) -> dict[str, str]:
+    """{``MESH_UNIT``: key} of a mesh conversion with ``make_instanceable`` (else empty): the source's file
+    name (it names the prims and textures) and content, every referenced file's content (MTL, images,
+    glTF buffers), the fields of ``MESH_UNIT_FIELDS``, the code and the libraries. No location and no
+    output file name: the layer names neither (its textures are ``../textures/<source stem>_<i>.png``), so
+    it is restored under another output's name (``rules.robot.layer_reuse.reused``)."""
+    if not cfg.make_instanceable:
+        return {}
+    fields = {name: _plain(getattr(cfg, name)) for name in MESH_UNIT_FIELDS}
+    return {MESH_UNIT: _digest({"unit": MESH_UNIT, "usdforge": __version__, "code": code_stamp(),
+                                "libraries": library_versions("mesh"), "kind": "mesh",
+                                "asset": [os.path.basename(cfg.asset_path), asset_sha], "references": references,
+                                "fields": fields})}
 
 
 def unit_keys(kind: str, cfg: Any, source: str) -> dict[str, str]:

@@ -4,8 +4,9 @@ cache key. No absolute paths and no timestamps, so outputs stay byte-identical w
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 #: The customLayerData key holding the record.
 PROVENANCE_KEY = "usdforge"
@@ -24,6 +25,17 @@ def stamp_provenance(usd_file: Path, record: dict[str, str]) -> None:
     from usdforge.rules.usd.stage import write_layer
 
     write_layer(lambda: layer.Save(force=True), Path(usd_file))
+
+
+@contextmanager
+def provenance_on_save(usd_file: Path, record: dict[str, str]) -> Iterator[set[str]]:
+    """Within the block, a rule that saves the text layer at ``usd_file`` (``rules.usd.stage.save_stage``)
+    records ``record`` in it as it saves, with the bytes ``stamp_provenance`` would give. Yields a set
+    holding the file's real path once that happened (else ``stamp_provenance`` is still needed)."""
+    from usdforge.rules.usd.stage import custom_data_on_save
+
+    with custom_data_on_save(usd_file, PROVENANCE_KEY, dict(sorted(record.items()))) as done:
+        yield done
 
 
 def read_provenance(usd_file: str | Path) -> dict[str, Any] | None:

@@ -328,12 +328,11 @@ def _run_conversion(kind: str, cfg_json: str, cache: Any, root: str,
                                             cache=cache if cache is not None else False)
     except (ConfigError, ConversionError, ValueError) as exc:
         return TaskFailed(str(exc))
-    from usdforge.pipeline.lazy import read_key
     from usdforge.rules.outputs import key_file_name
 
     usd_dir = Path(converter.usd_dir)
     key_name = key_file_name(converter.usd_file_name)
-    key = read_key(usd_dir / key_name)
+    key = converter.lazy_key  # the key file's contents: not read back
     outputs = [key_name, *(key.outputs if key else {})]
     if seconds is not None:
         record.seconds, record.cpu_seconds = seconds, None  # converted on a worker: its CPU time is not known here

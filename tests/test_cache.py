@@ -684,3 +684,20 @@ def test_inputs_hashed_and_objects_verified_side_by_side_give_what_one_thread_gi
     assert rebuilt.converted and not rebuilt.restored
     assert any("corrupt" in record.getMessage() for record in caplog.records)
     assert outputs(tmp_path / "out-c") == outputs(tmp_path / "out-a")
+
+
+def test_an_object_shared_by_many_entries_still_validates_each(tmp_path):
+    """One object claimed by tens of thousands of entries (one mesh layer at many scales: a claims file
+    past 1 MiB) is still accepted for each of them, the last claimed one included."""
+    store = Store(tmp_path / "cache")
+    data = b"the shared meshes layer"
+    first = "a" * 64
+    store.put_entry(first, {"Props/x_meshes.usd": data})
+    claims = next(p for p in (tmp_path / "cache" / "claims").rglob("*") if p.is_file())
+    with claims.open("a") as stream:  # 20,000 other entries' claims: 1.3 MB
+        stream.write("".join(f"{index:064x}\n" for index in range(1, 20_001)))
+    last = "b" * 64
+    assert store.put_entry(last, {"Props/y_meshes.usd": data}) is not None
+    assert store.get_entry(last).files == {"Props/y_meshes.usd": data}
+    assert store.get_entry(first).files == {"Props/x_meshes.usd": data}
+    assert store.get_entry("c" * 64) is None  # not claimed: a miss

@@ -290,3 +290,70 @@ def test_a_collada_material_trimesh_cannot_read_gives_no_traceback(tmp_path, sha
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert (tmp_path / "out" / "box.usd").is_file()
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every output file but the lazy key and the conversion record, by relative name."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
+            if p.is_file() and not p.name.endswith((".usdforge.toml", ".convert.json"))}
+
+
+def test_the_meshes_layer_is_reused_across_poses_masses_and_names_and_rebuilt_when_its_inputs_change(tmp_path):
+    """One mesh at many scales, masses and output names (a library of variants) reads and authors its
+    meshes layer once: later conversions restore it from the cache, every output byte-identical to a
+    conversion without a cache; an edited mesh file or other collider settings author it again."""
+    import attrs
+
+    from usdforge.pipeline.cache import Store
+
+    folder = tmp_path / "src"
+    folder.mkdir()
+    asset = textured_obj(folder)  # a texture too: restored with its layer
+    cache = tmp_path / "cache"
+
+    def both(name: str, **overrides) -> dict[str, bytes]:
+        cfg = MeshConverterCfg(asset_path=str(asset), usd_dir=str(tmp_path / "out" / name), usd_file_name=name,
+                               collision_props=CollisionBaseCfg(collision_enabled=True), **overrides)
+        MeshConverter(cfg, cache=cache)
+        clean = tmp_path / "clean" / name
+        MeshConverter(attrs.evolve(cfg, usd_dir=str(clean)), cache=False)
+        mine = _files(tmp_path / "out" / name)
+        assert mine == _files(clean), name
+        return mine
+
+    def unit_lookups() -> list[bool]:
+        import json
+        return [json.loads(line)["hit"] for line in (cache / "stats.log").read_text().splitlines()
+                if json.loads(line)["kind"] == "layer:meshes"]
+
+    first = both("a.usda", scale=(1.0, 1.0, 1.0))
+    assert "textures/part_0.png" in first and unit_lookups() == [False]
+    both("b.usda", scale=(2.0, 2.0, 2.0), mass_props=MassPropertiesCfg(mass=3.0))
+    both("c.usd", translation=(0.1, 0.2, 0.3), rotation=(0.0, 0.0, 0.7071067811865476, 0.7071067811865476))
+    assert unit_lookups() == [False, True, True]
+    both("d.usda", mesh_collision_props=MeshCollisionBaseCfg(mesh_approximation_name="convexHull"))
+    assert unit_lookups()[-1] is False
+    (folder / "part.obj").write_text((folder / "part.obj").read_text().replace("v 1", "v 1.5", 1))
+    edited = both("a.usda", scale=(1.0, 1.0, 1.0))
+    assert unit_lookups()[-1] is False and edited["Props/a_meshes.usd"] != first["Props/a_meshes.usd"]
+    assert Store(cache).stats()["entries"] >= 7
+
+
+@pytest.mark.parametrize("pose", [((0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0), (1.5, 1.5, 1.5)),
+                                  ((0.1, -2.0, 3e-7), (0.70710678, 0.0, 0.70710678, 0.0), (-1.0, 2.0, 1e-5))])
+def test_the_sdf_main_layer_is_the_text_a_stage_authors(tmp_path, pose):
+    """``main_layer`` (a plain text main layer through Sdf) writes the bytes the stage path writes."""
+    from usdforge.rules.mesh.convert import main_layer
+    from usdforge.rules.usd.stage import new_stage, save_layer, save_stage, set_local_transform
+
+    translation, orientation, scale = (np.array(v) for v in pose)
+    meshes, _ = new_stage("geometry", tmp_path / "Props" / "crate_meshes.usd")  # the reference resolves
+    save_stage(meshes)
+    stage, root = new_stage("crate", tmp_path / "stage.usda")
+    geometry = stage.DefinePrim(root.GetPath().AppendChild("geometry"), "Xform")
+    geometry.GetReferences().AddReference("./Props/crate_meshes.usd", "/geometry")
+    geometry.SetInstanceable(True)
+    set_local_transform(geometry, translation, orientation, scale)
+    save_stage(stage)
+    save_layer(main_layer(tmp_path / "sdf.usda", "crate", "./Props/crate_meshes.usd", translation, orientation, scale))
+    assert (tmp_path / "sdf.usda").read_bytes() == (tmp_path / "stage.usda").read_bytes()

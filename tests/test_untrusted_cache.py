@@ -163,7 +163,8 @@ def test_prune_clear_and_stats_never_follow_a_link_out_of_the_cache(tmp_path):
     store = Store(tmp_path / "cache")
     store.record("mesh", hit=True)  # not appended to the link's target
     stats = store.stats()
-    assert stats["objects"] == len(set(body["files"].values())) and stats["entries"] == 1
+    # The conversion's entry and its meshes layer's (pipeline.layer_keys.mesh_unit_keys); nothing linked.
+    assert stats["objects"] == len(set(body["files"].values())) and stats["entries"] == 2
     assert main(["cache", "stats", "--cache", str(tmp_path / "cache")]) == 0
     assert main(["cache", "prune", "--max-size", "1", "--cache", str(tmp_path / "cache")]) == 0
     assert snapshot(outside) == before

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import trimesh
-from pxr import Sdf, Usd, UsdGeom, UsdPhysics
+from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
@@ -26,9 +26,10 @@ from usdforge.rules.files import (MAX_FILE_BYTES, Reference, check_model_file, c
 from usdforge.rules.mesh.references import mesh_references
 from usdforge.rules.mesh.read import MeshPart, combined_mesh, read_parts
 from usdforge.rules.outputs import instanceable_meshes_path
+from usdforge.rules.robot.layer_reuse import MESH_UNIT, reused
 from usdforge.rules.usd.stage import (author_mass, author_mesh, author_preview_material, bind_material, export_stage,
-                                 material_of, matrix_to_pose, new_stage, relative_asset_path, save_stage,
-                                 set_local_transform, unique_name)
+                                 material_of, matrix_to_pose, new_stage, relative_asset_path, save_layer,
+                                 save_stage, set_local_transform, unique_name, usd_identifier)
 from usdforge.schemas.converter_cfgs import MeshConverterCfg
 from usdforge.schemas.writer import author_cfg
 
@@ -99,6 +100,42 @@ def check_mesh_files(asset: Path, allowed_roots: tuple[str, ...] = ()) -> None:
                      model_roots(asset, allowed_roots))
 
 
+def main_layer(path: Path, root_name: str, meshes_reference: str, translation: np.ndarray,
+               orientation_wxyz: np.ndarray, scale: np.ndarray) -> Sdf.Layer:
+    """The main layer of a ``make_instanceable`` output without rigid body or mass properties, authored
+    through Sdf as ``new_stage``, ``DefinePrim``, ``AddReference``, ``SetInstanceable`` and
+    ``set_local_transform`` author it through a stage: its text is the same (tests/test_mesh_rule.py
+    compares them), without a stage composing the meshes layer it references."""
+    layer = Sdf.Layer.CreateNew(str(path))
+    root = Sdf.PrimSpec(layer, usd_identifier(root_name), Sdf.SpecifierDef, "Xform")
+    layer.defaultPrim = root.name
+    for key, value in (("upAxis", UsdGeom.Tokens.z), ("metersPerUnit", 1.0), ("kilogramsPerUnit", 1.0)):
+        layer.pseudoRoot.SetInfo(key, value)
+    geometry = Sdf.PrimSpec(root, "geometry", Sdf.SpecifierDef, "Xform")
+    geometry.referenceList.Prepend(Sdf.Reference(meshes_reference, "/geometry"))
+    geometry.instanceable = True
+    w, x, y, z = map(float, orientation_wxyz)
+    ops = [("xformOp:translate", Sdf.ValueTypeNames.Double3, Gf.Vec3d(*map(float, translation))),
+           ("xformOp:orient", Sdf.ValueTypeNames.Quatd, Gf.Quatd(w, Gf.Vec3d(x, y, z))),
+           ("xformOp:scale", Sdf.ValueTypeNames.Double3, Gf.Vec3d(*map(float, scale)))]
+    for name, value_type, value in ops:
+        Sdf.AttributeSpec(geometry, name, value_type).default = value
+    Sdf.AttributeSpec(geometry, "xformOpOrder", Sdf.ValueTypeNames.TokenArray,
+                      Sdf.VariabilityUniform).default = [name for name, _, _ in ops]
+    return layer
+
+
+def read_checked_parts(asset: Path) -> list[MeshPart]:
+    """The parts of the mesh file (Assimp first, trimesh as the fallback), their textures decoded: before
+    anything is written, as the reference checks verify a PNG, no more."""
+    parts, _ = read_parts(asset)
+    for part in parts:
+        image = material_of(part.mesh)[1]
+        if image is not None:
+            decoded_texture(image, asset)
+    return parts
+
+
 @names_the_asset
 def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written.
@@ -107,14 +144,18 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     """
     asset = Path(cfg.asset_path)
     check_mesh_files(asset, cfg.allowed_roots)
-    parts, _ = read_parts(asset)  # Assimp first, trimesh as the fallback
-    for part in parts:  # decoded before anything is written: the reference checks verify a PNG, no more
-        image = material_of(part.mesh)[1]
-        if image is not None:
-            decoded_texture(image, asset)
+    # The meshes layer and its textures from the build cache (``pipeline.layer_keys.mesh_unit_keys``): the
+    # file is then read only for the mass properties.
+    meshes_files = reused(MESH_UNIT) if cfg.make_instanceable else None
+    needs_parts = meshes_files is None or (cfg.mass_props is not None and cfg.mass_props.mass is not None)
+    parts = read_checked_parts(asset) if needs_parts else []
     usd_path = out_dir / cfg.usd_file_name
     usd_path.parent.mkdir(parents=True, exist_ok=True)
-    stage, root = new_stage(asset.stem, usd_path)
+    # A text main layer holding only the pose and the reference to the meshes layer is authored through
+    # Sdf (``main_layer``: the same text, without a stage that composes the meshes layer).
+    plain = cfg.make_instanceable and cfg.rigid_props is None and cfg.mass_props is None and \
+        cfg.usd_file_name.endswith(".usda")
+    stage, root = (None, None) if plain else new_stage(asset.stem, usd_path)
     written = [usd_path]
     if cfg.rigid_props is not None:
         UsdPhysics.RigidBodyAPI.Apply(root)
@@ -128,22 +169,33 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
     if cfg.mesh_collision_props is not None and cfg.collision_props is None:
         warn(asset, "mesh_collision_props without collision_props: there are no collision meshes to "
              "approximate; not authored")
-    geometry = root.GetPath().AppendChild("geometry")
+    geometry = root.GetPath().AppendChild("geometry") if root is not None else None
     translation, orientation, scale = matrix_to_pose(geometry_transform(cfg))
     if cfg.make_instanceable:
         meshes_relative = instanceable_meshes_path(cfg.usd_file_name)
         meshes_path = out_dir / meshes_relative
-        mesh_stage, _ = new_stage("geometry")
-        author_parts(mesh_stage, Sdf.Path("/geometry"), parts, cfg, meshes_path.parent, out_dir, asset.stem)
-        export_stage(mesh_stage, meshes_path)
+        if meshes_files is not None:
+            for name, data in meshes_files.items():  # names checked by the cache and layer_reuse.reused
+                (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
+                (out_dir / name).write_bytes(data)
+        else:
+            mesh_stage, _ = new_stage("geometry")
+            author_parts(mesh_stage, Sdf.Path("/geometry"), parts, cfg, meshes_path.parent, out_dir, asset.stem)
+            export_stage(mesh_stage, meshes_path)
         written.append(meshes_path)
-        geometry_prim = stage.DefinePrim(geometry, "Xform")
-        geometry_prim.GetReferences().AddReference(relative_asset_path(meshes_path, usd_path.parent), "/geometry")
-        geometry_prim.SetInstanceable(True)
+    if stage is None:
+        save_layer(main_layer(usd_path, asset.stem, relative_asset_path(meshes_path, usd_path.parent),
+                              translation, orientation, scale))
     else:
-        geometry_prim = UsdGeom.Xform.Define(stage, geometry).GetPrim()
-        author_parts(stage, geometry, parts, cfg, usd_path.parent, out_dir, asset.stem)
-    set_local_transform(geometry_prim, translation, orientation, scale)
-    save_stage(stage)
+        if cfg.make_instanceable:
+            geometry_prim = stage.DefinePrim(geometry, "Xform")
+            geometry_prim.GetReferences().AddReference(relative_asset_path(meshes_path, usd_path.parent),
+                                                       "/geometry")
+            geometry_prim.SetInstanceable(True)
+        else:
+            geometry_prim = UsdGeom.Xform.Define(stage, geometry).GetPrim()
+            author_parts(stage, geometry, parts, cfg, usd_path.parent, out_dir, asset.stem)
+        set_local_transform(geometry_prim, translation, orientation, scale)
+        save_stage(stage)
     written.extend(sorted((out_dir / "textures").glob("*.png")) if (out_dir / "textures").is_dir() else [])
     return written

@@ -34,9 +34,12 @@ def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str]) -> Iter
         _SCOPE.reset(token)
 
 
-#: Files a unit carries besides its own, by unit: the materials layer's textures (written by the same
-#: authoring pass and named by it), restored with it.
-_COMPANIONS = {"materials": "textures/"}
+#: The mesh rule's unit: the meshes layer of a ``make_instanceable`` output (``pipeline.layer_keys``).
+MESH_UNIT = "meshes"
+
+#: Files a unit carries besides its own, by unit: the textures of a robot's materials layer and of the mesh
+#: rule's meshes layer (written by the same authoring pass and named by it), restored with it.
+_COMPANIONS = {"materials": "textures/", MESH_UNIT: "textures/"}
 
 
 def reused(unit: str) -> dict[str, bytes] | None:
@@ -48,11 +51,17 @@ def reused(unit: str) -> dict[str, bytes] | None:
     store, keys, files, restored = scope
     artifact = store.get_entry(keys[unit])
     store.record(f"layer:{unit}", hit=artifact is not None)
-    if artifact is None or files[unit] not in artifact.files or \
-            any(name != files[unit] and not _companion(unit, name) for name in artifact.files):
+    own = [] if artifact is None else [name for name in artifact.files if not _companion(unit, name)]
+    if len(own) != 1 or (own[0] != files[unit] and unit not in _ANY_NAME):
         return None
     restored.add(unit)
-    return dict(artifact.files)
+    # Under this output's name: a mesh's meshes layer is the same whatever the output is called.
+    return {(files[unit] if name == own[0] else name): data for name, data in artifact.files.items()}
+
+
+#: Units whose bytes do not depend on their file's name (their key holds no file name): stored under
+#: one output's name, restored under another's.
+_ANY_NAME = {MESH_UNIT}
 
 
 def _companion(unit: str, name: str) -> bool:

@@ -8,10 +8,12 @@ pose helpers here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade, Vt
@@ -57,11 +59,40 @@ def export_stage(stage: Usd.Stage, path: Path) -> Path:
 
 
 def save_stage(stage: Usd.Stage) -> Path:
-    """Save a stage made with ``new_stage(..., path)`` to its file."""
-    layer = stage.GetRootLayer()
+    """Save a stage made with ``new_stage(..., path)`` to its file (with the ``custom_data_on_save`` of
+    that file)."""
+    return save_layer(stage.GetRootLayer())
+
+
+def save_layer(layer: Sdf.Layer) -> Path:
+    """Save a layer made for its file (``new_stage(..., path)``'s, ``Sdf.Layer.CreateNew``) after the
+    non-finite guard, with the ``custom_data_on_save`` of that file."""
     check_layer_finite(layer)
+    pending = _ON_SAVE.get()
+    if pending is not None and pending[0] == os.path.realpath(layer.realPath):
+        data = dict(layer.customLayerData)
+        data[pending[1]] = pending[2]
+        layer.customLayerData = data
+        pending[3].add(layer.realPath)
     write_layer(layer.Save, Path(layer.realPath))
     return Path(layer.realPath)
+
+
+_ON_SAVE: ContextVar[tuple[str, str, dict, set[str]] | None] = ContextVar("usdforge_on_save", default=None)
+
+
+@contextlib.contextmanager
+def custom_data_on_save(path: Path, key: str, value: dict) -> Iterator[set[str]]:
+    """Within the block, ``save_stage`` of the text layer (``.usda``) at ``path`` sets its
+    ``customLayerData[key]`` to ``value`` before writing it. Yields a set that holds ``path`` once that
+    happened. A text layer's bytes are the same as when the data is added by opening the saved file and
+    saving it again (a binary layer's are not: crate appends), without the second read and write."""
+    done: set[str] = set()
+    token = _ON_SAVE.set((os.path.realpath(path), key, value, done) if str(path).endswith(".usda") else None)
+    try:
+        yield done
+    finally:
+        _ON_SAVE.reset(token)
 
 
 def write_layer(write, path: Path) -> None:
