@@ -8,7 +8,7 @@ folder (``$XDG_CACHE_HOME/usdforge``, i.e. ``~/.cache/usdforge``, as pip does), 
     objects/ab/<sha256>          file contents, named by the SHA-256 of their bytes
     entries/ab/<key>.json        an artifact: {relative file name: object sha256} and its kind (what made
                                  it: ``mjcf``, ``mesh-geometry``, ``mjcf-compiled`` …), named by its cache key
-    claims/ab/<sha256>           the keys of the entries each object was written for, one a line
+    claims/ab/<sha256>           the entries each object was written for, one ``<key> <file name>`` a line
     stats.log                    one line per lookup: build id, hit or miss
     size.json                    the size the last limit check found, and when (``Store.keep_limit``)
 
@@ -16,8 +16,9 @@ Every write goes to a temporary file in the destination's folder and is renamed 
 (or a writer killed half way) never sees a partial object; two writers of one object write the same
 bytes. Every object is hashed when read: a corrupt or truncated one is reported once, removed and treated
 as absent (the artifact is rebuilt and written again). An entry is bound to its key: it must name the key
-it is filed under, and every object it names must have been written for that key (its claims): an entry
-naming other, intact objects (another artifact's) is a miss with one warning. A cache that cannot be
+it is filed under, and every object it names must have been written for that key under that file name
+(its claims): an entry naming other, intact objects (another artifact's, or its own under another name:
+a layer's entry shares the whole output's objects) is a miss with one warning. A cache that cannot be
 written (read-only, full disk) gives one warning and the build goes on without storing anything.
 
 Bounded: a store holds at most ``max_bytes`` (default ``DEFAULT_MAX_BYTES``, ``$USDFORGE_CACHE_MAX_SIZE``,
@@ -333,7 +334,7 @@ class Store:
         objects = {}
         for name, data in sorted(files.items()):
             sha = self.put_bytes(data)
-            if sha is None or not self._claim(sha, key):
+            if sha is None or not self._claim(sha, key, name):
                 return None
             objects[name] = sha
         body = {"key": key, "files": objects, "meta": meta}
@@ -380,10 +381,12 @@ class Store:
         except (OSError, ValueError, KeyError, TypeError):
             return False
 
-    def _claim(self, sha: str, key: str) -> bool:
-        """Record that object ``sha`` was written for the entry ``key`` (one short O_APPEND write: lines of
-        concurrent writers never interleave; no link followed). False when the cache cannot be written."""
-        if key in self._claims(sha):
+    def _claim(self, sha: str, key: str, name: str) -> bool:
+        """Record that object ``sha`` was written for the entry ``key`` as its file ``name`` (one short
+        O_APPEND write: lines of concurrent writers never interleave; no link followed). False when the cache
+        cannot be written."""
+        claim = _claim_line(key, name)
+        if claim in self._claims(sha):
             return True
         try:
             if not is_sha256(sha):
@@ -395,7 +398,7 @@ class Store:
                 try:
                     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
                         raise OSError(f"{sha}: the claims file is not a regular file")
-                    os.write(descriptor, f"{key}\n".encode())
+                    os.write(descriptor, f"{claim}\n".encode())
                 finally:
                     os.close(descriptor)
             finally:
@@ -406,11 +409,12 @@ class Store:
         return True
 
     def _claims(self, sha: str) -> set[str]:
-        """The keys object ``sha`` was written for (a regular file within 1 MiB, no link followed)."""
+        """The ``_claim_line``s of object ``sha``: the entries and file names it was written for (a regular
+        file within 1 MiB, no link followed)."""
         if not isinstance(sha, str) or not is_sha256(sha):
             return set()
         try:
-            return set(self._read(("claims", sha[:2]), sha, 1 << 20).decode("ascii", errors="replace").split())
+            return set(self._read(("claims", sha[:2]), sha, 1 << 20).decode("utf-8", errors="replace").splitlines())
         except OSError:
             return set()
 
@@ -489,9 +493,9 @@ class Store:
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} is corrupt: ignored, the "
                                             "artifact is rebuilt")
             return None
-        if any(not isinstance(sha, str) or key not in self._claims(sha) for sha in body["files"].values()):
+        if any(_claim_line(key, name) not in self._claims(sha) for name, sha in body["files"].items()):
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} names objects that were not "
-                                            "written for its key: ignored, the artifact is rebuilt")
+                                            "written for its key under those names: ignored, the artifact is rebuilt")
             return None
         try:  # the entry's modification time is its last use (prune drops the oldest)
             folder = self._open_folder(("entries", key[:2]))
@@ -685,6 +689,14 @@ class Store:
                 path.unlink(missing_ok=True)
             else:
                 shutil.rmtree(path, ignore_errors=True)  # rmtree never follows a link inside the tree
+
+
+def _claim_line(key: str, name: str) -> str:
+    """A claim: object written for entry ``key`` as its file ``name``. Bound to the name too: a layer's entry
+    shares objects with the whole output's entry, so an entry forged to name its own objects under other
+    names (a layer's bytes as the stage) would pass a claim by key alone. A name has no control character
+    (``unsafe_file_name``), so one line holds one claim."""
+    return f"{key} {name}"
 
 
 def _write_all(fd: int, data: bytes) -> None:
