@@ -127,12 +127,20 @@ def tree_digest(folders: list[Path]) -> str:
 
 
 def names_outside(lib: Path, folders: list[Path]) -> str:
-    """SHA-256 of the relative names of the files under ``lib`` outside ``folders``: a conversion reads no
-    byte there, but it sees whether a file it names there exists (an OBJ's texture in ``shared/`` without
-    an allowed root: missing, a warning; present, an error), so a clean build memoised without them
-    answers for a file that has since been removed, renamed or restored."""
-    names = sorted(path.relative_to(lib).as_posix() for path in lib.rglob("*")
-                   if path.is_file() and not any(folder in path.parents for folder in folders))
+    """SHA-256 of the relative names of the files in the top-level folders of ``lib`` that files under
+    ``folders`` mention (``shared/``, as ``../shared/wood.png``), and of the files directly in ``lib``. A
+    conversion reads no byte outside ``folders``, but it sees whether a file it names there exists (an OBJ's
+    texture in ``shared/`` without an allowed root: missing, a warning; present, an error), so a clean build
+    memoised without them answers for a file since removed, renamed or restored. Only mentioned folders:
+    every name in the library would void the memo at every removal (half as many clean builds again)."""
+    if lib in folders:
+        return ""  # tree_digest hashed every file
+    text = b"".join(path.read_bytes() for folder in folders if folder.is_dir() for path in folder.rglob("*")
+                    if path.is_file())
+    mentioned = [top for top in sorted(lib.iterdir()) if top.is_dir() and top not in folders
+                 and f"{top.name}/".encode() in text]
+    names = sorted(path.relative_to(lib).as_posix() for top in [lib, *mentioned]
+                   for path in (top.iterdir() if top == lib else top.rglob("*")) if path.is_file())
     return hashlib.sha256("\0".join(names).encode()).hexdigest()
 
 
