@@ -26,7 +26,7 @@ times), with a clean build of the same state: the entry converted by the Python 
 with no cache. An entry must fail in both or in neither. Clean builds are memoised by the entry's
 manifest table, the checkout's place, the content of the folders the entry may read (its source's,
 its packages', its allowed roots' top-level folders: a conversion reads nothing else) and the names of
-the files elsewhere (a conversion sees whether a file it names outside them exists).
+the files in the folders their files mention (a conversion sees whether a file it names there exists).
 
 Each Hypothesis example starts from a fresh checkout and runs up to ``--example-steps`` steps; examples
 run until ``--steps`` steps in all. The seed of each run is printed; a divergence prints the seed and

@@ -493,9 +493,14 @@ class Store:
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} is corrupt: ignored, the "
                                             "artifact is rebuilt")
             return None
-        if any(_claim_line(key, name) not in self._claims(sha) for name, sha in body["files"].items()):
-            self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} names objects that were not "
-                                            "written for its key under those names: ignored, the artifact is rebuilt")
+        unclaimed = [sha for name, sha in body["files"].items() if _claim_line(key, name) not in self._claims(sha)]
+        if unclaimed:
+            # Claimed by the key alone: written by a usdforge whose claims named no file (a miss, stored
+            # again), not a forgery worth a warning.
+            if not all(key in self._claims(sha) for sha in unclaimed):
+                self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} names objects that were "
+                                                "not written for its key under those names: ignored, the artifact "
+                                                "is rebuilt")
             return None
         try:  # the entry's modification time is its last use (prune drops the oldest)
             folder = self._open_folder(("entries", key[:2]))

@@ -276,6 +276,16 @@ def test_an_entry_naming_its_own_objects_under_other_names_is_a_miss(tmp_path, c
         assert store.get_entry("a" * 64) is None
     assert any("not written for its key" in record.getMessage() for record in caplog.records)
     assert store.get_entry("b" * 64).files == {"payloads/physics.usda": whole["payloads/physics.usda"]}
+    # An entry of a usdforge whose claims named no file: a quiet miss, then stored again and restored.
+    store.put_entry("a" * 64, whole, kind="urdf")
+    claims = tmp_path / "cache" / "claims" / shas["arm.usda"][:2] / shas["arm.usda"]
+    claims.write_text("a" * 64 + "\n")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        assert Store(tmp_path / "cache").get_entry("a" * 64) is None
+    assert not caplog.records
+    store.put_entry("a" * 64, whole, kind="urdf")
+    assert store.get_entry("a" * 64).files == whole
 
 
 def test_two_builds_sharing_one_cache_at_the_same_time_both_finish_correctly(tmp_path):
