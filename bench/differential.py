@@ -24,12 +24,15 @@ and then runs ``doit convert`` and compares every output of every entry, byte fo
 ``*.usdforge.toml`` and conversion records ``*.convert.json`` aside: they name their folder and hold
 times), with a clean build of the same state: the entry converted by the Python API into a fresh folder
 with no cache. An entry must fail in both or in neither. Clean builds are memoised by the entry's
-manifest table, the checkout's place and the content of the folders the entry may read (its source's,
-its packages', its allowed roots' top-level folders: a conversion reads nothing else).
+manifest table, the checkout's place, the content of the folders the entry may read (its source's,
+its packages', its allowed roots' top-level folders: a conversion reads nothing else) and the names of
+the files in the folders their files mention (a conversion sees whether a file it names there exists).
 
 Each Hypothesis example starts from a fresh checkout and runs up to ``--example-steps`` steps; examples
 run until ``--steps`` steps in all. The seed of each run is printed; a divergence prints the seed and
-the step sequence of the failing example (with ``--shrink``, Hypothesis's minimal one), and exits 1.
+the step sequence of the failing example (with ``--shrink``, Hypothesis's minimal one), and exits 1. A
+divergence that depends on timing (a ``kill -9``) may not recur when Hypothesis replays the example: the
+first divergence met is reported, with its steps, never Hypothesis's flaky-example error in its place.
 A run during which the checkout's code changed (an edit, a checkout) is void and exits 2: its builds in
 fresh processes ran other code than its clean builds, and the conversion records' ``cache_key`` (which
 hashes the code) differs. ``--json``: a summary.
@@ -123,6 +126,24 @@ def tree_digest(folders: list[Path]) -> str:
     return digest.hexdigest()
 
 
+def names_outside(lib: Path, folders: list[Path]) -> str:
+    """SHA-256 of the relative names of the files in the top-level folders of ``lib`` that files under
+    ``folders`` mention (``shared/``, as ``../shared/wood.png``), and of the files directly in ``lib``. A
+    conversion reads no byte outside ``folders``, but it sees whether a file it names there exists (an OBJ's
+    texture in ``shared/`` without an allowed root: missing, a warning; present, an error), so a clean build
+    memoised without them answers for a file since removed, renamed or restored. Only mentioned folders:
+    every name in the library would void the memo at every removal (half as many clean builds again)."""
+    if lib in folders:
+        return ""  # tree_digest hashed every file
+    text = b"".join(path.read_bytes() for folder in folders if folder.is_dir() for path in folder.rglob("*")
+                    if path.is_file())
+    mentioned = [top for top in sorted(lib.iterdir()) if top.is_dir() and top not in folders
+                 and f"{top.name}/".encode() in text]
+    names = sorted(path.relative_to(lib).as_posix() for top in [lib, *mentioned]
+                   for path in (top.iterdir() if top == lib else top.rglob("*")) if path.is_file())
+    return hashlib.sha256("\0".join(names).encode()).hexdigest()
+
+
 def outputs(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file() and not p.name.endswith(SKIPPED)}
@@ -148,7 +169,7 @@ class Oracle:
         table = json.dumps(next(a for a in _toml(lib / manifest)["assets"] if a["name"] == name), sort_keys=True)
         folders = [_top(lib, lib / entry.source), *(_top(lib, lib / p) for p in entry.packages.values()),
                    *(_top(lib, lib / r) for r in entry.cfg.get("allowed_roots", []))]
-        key = hashlib.sha256(f"{lib}|{table}|{tree_digest(folders)}".encode()).hexdigest()
+        key = hashlib.sha256(f"{lib}|{table}|{tree_digest(folders)}|{names_outside(lib, folders)}".encode()).hexdigest()
         if key not in self.memo:
             self.runs += 1
             build = self.scratch / f"clean-{self.runs}"
@@ -234,7 +255,14 @@ def _doit_process(work: Path, manifest: Path, *options: str) -> subprocess.Popen
 
 
 class Divergence(AssertionError):
-    """An incremental build that differs from the clean build of the same state (the message says where)."""
+    """An incremental build that differs from the clean build of the same state (the message says where).
+    The first one of a run is kept with its steps (``IncrementalBuilds.first_divergence``)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        if IncrementalBuilds.first_divergence is None:
+            IncrementalBuilds.first_divergence = {"error": f"Divergence: {message}",
+                                                  "steps": list(IncrementalBuilds.log)}
 
 
 class CodeChanged(RuntimeError):
@@ -280,6 +308,9 @@ class IncrementalBuilds(RuleBasedStateMachine):
     steps = 0
     log: list[str] = []
     kinds: dict[str, int] = {}  # how many steps of each kind (the first word of their note)
+    #: The first divergence met ({"error", "steps"}): a replay by Hypothesis that does not meet it again (a
+    #: kill's timing) raises its Flaky error, which would hide it and its steps.
+    first_divergence: dict[str, Any] | None = None
 
     def __init__(self):
         super().__init__()
@@ -576,6 +607,7 @@ def run(steps: int, seed: int, example_steps: int, base: Path, shrink: bool = Fa
     IncrementalBuilds.oracle = Oracle(base / "scratch")
     IncrementalBuilds.steps = 0
     IncrementalBuilds.kinds = {}
+    IncrementalBuilds.first_divergence = None
     started = time.perf_counter()
     seeds = []
     divergence = None
@@ -596,6 +628,11 @@ def run(steps: int, seed: int, example_steps: int, base: Path, shrink: bool = Fa
         except Exception as exc:  # noqa: BLE001 - a divergence (or a crash of the tester) is reported whole
             divergence = {"seed": current, "error": f"{type(exc).__name__}: {exc}",
                           "steps": list(IncrementalBuilds.log)}
+            if IncrementalBuilds.first_divergence is not None and not isinstance(exc, Divergence):
+                # The replay did not meet it again (Flaky, FlakyStrategyDefinition): the divergence met, its steps.
+                divergence.update(IncrementalBuilds.first_divergence, replay=f"{type(exc).__name__}: {str(exc)[:500]}")
+        if divergence is None and IncrementalBuilds.first_divergence is not None:  # a replay that passed, unreported
+            divergence = {"seed": current, **IncrementalBuilds.first_divergence}
         # Checked after any failure: Hypothesis replays a failing example, so a code change shows as a
         # CodeChanged, a FlakyStrategyDefinition (the replay failed earlier) or a divergence of the first
         # entry's conversion record (its cache_key), whichever the replay met first.

@@ -8,7 +8,7 @@ folder (``$XDG_CACHE_HOME/usdforge``, i.e. ``~/.cache/usdforge``, as pip does), 
     objects/ab/<sha256>          file contents, named by the SHA-256 of their bytes
     entries/ab/<key>.json        an artifact: {relative file name: object sha256} and its kind (what made
                                  it: ``mjcf``, ``mesh-geometry``, ``mjcf-compiled`` …), named by its cache key
-    claims/ab/<sha256>           the keys of the entries each object was written for, one a line
+    claims/ab/<sha256>           the entries each object was written for, one ``<key> <file name>`` a line
     stats.log                    one line per lookup: build id, hit or miss
     size.json                    the size the last limit check found, and when (``Store.keep_limit``)
 
@@ -16,8 +16,9 @@ Every write goes to a temporary file in the destination's folder and is renamed 
 (or a writer killed half way) never sees a partial object; two writers of one object write the same
 bytes. Every object is hashed when read: a corrupt or truncated one is reported once, removed and treated
 as absent (the artifact is rebuilt and written again). An entry is bound to its key: it must name the key
-it is filed under, and every object it names must have been written for that key (its claims): an entry
-naming other, intact objects (another artifact's) is a miss with one warning. A cache that cannot be
+it is filed under, and every object it names must have been written for that key under that file name
+(its claims): an entry naming other, intact objects (another artifact's, or its own under another name:
+a layer's entry shares the whole output's objects) is a miss with one warning. A cache that cannot be
 written (read-only, full disk) gives one warning and the build goes on without storing anything.
 
 Bounded: a store holds at most ``max_bytes`` (default ``DEFAULT_MAX_BYTES``, ``$USDFORGE_CACHE_MAX_SIZE``,
@@ -63,8 +64,8 @@ _PROCESS_BUILD = os.urandom(6).hex()  # random, as uuid4's (uuid imports more th
 MAX_OBJECT_BYTES = 1 << 30
 #: The largest entry (JSON) read from a cache, in bytes.
 MAX_ENTRY_BYTES = 16 << 20
-#: The largest claims file read, in bytes: 65 per entry an object was written for (a library of a million
-#: entries sharing one mesh layer).
+#: The largest claims file read, in bytes: one line, the key and the file name (about 100 bytes), per entry
+#: an object was written for (a library of over half a million entries sharing one mesh layer).
 MAX_CLAIMS_BYTES = 64 << 20
 _SHA = re.compile(r"[0-9a-f]{64}")
 #: Opens a cache file without following a link, and without waiting on a FIFO's writer.
@@ -336,7 +337,7 @@ class Store:
         objects = {}
         for name, data in sorted(files.items()):
             sha = self.put_bytes(data)
-            if sha is None or not self._claim(sha, key):
+            if sha is None or not self._claim(sha, key, name):
                 return None
             objects[name] = sha
         body = {"key": key, "files": objects, "meta": meta}
@@ -383,10 +384,12 @@ class Store:
         except (OSError, ValueError, KeyError, TypeError):
             return False
 
-    def _claim(self, sha: str, key: str) -> bool:
-        """Record that object ``sha`` was written for the entry ``key`` (one short O_APPEND write: lines of
-        concurrent writers never interleave; no link followed). False when the cache cannot be written."""
-        if self._claimed(sha, key):
+    def _claim(self, sha: str, key: str, name: str) -> bool:
+        """Record that object ``sha`` was written for the entry ``key`` as its file ``name`` (one short
+        O_APPEND write: lines of concurrent writers never interleave; no link followed). False when the cache
+        cannot be written."""
+        claim = _claim_line(key, name)
+        if self._claimed(sha, claim):
             return True
         try:
             if not is_sha256(sha):
@@ -398,7 +401,7 @@ class Store:
                 try:
                     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
                         raise OSError(f"{sha}: the claims file is not a regular file")
-                    os.write(descriptor, f"{key}\n".encode())
+                    os.write(descriptor, claim.encode("utf-8", "surrogatepass") + b"\n")
                 finally:
                     os.close(descriptor)
             finally:
@@ -408,18 +411,18 @@ class Store:
             return False
         return True
 
-    def _claimed(self, sha: str, key: str) -> bool:
-        """Whether object ``sha`` was written for the entry ``key``: a line of its claims file (a regular
-        file within ``MAX_CLAIMS_BYTES``, no link followed). Searched as bytes, not split into a set: one
-        object shared by every entry of a library (one mesh at many scales: its meshes layer) has one line
-        per entry, and each store and lookup of an entry reads them."""
-        if not isinstance(sha, str) or not is_sha256(sha) or not isinstance(key, str) or not key.isascii():
+    def _claimed(self, sha: str, claim: str) -> bool:
+        """Whether ``claim`` (a ``_claim_line``, or a bare key: an older usdforge's claim) is a line of object
+        ``sha``'s claims file (a regular file within ``MAX_CLAIMS_BYTES``, no link followed). Searched as
+        bytes, not split into a set: one object shared by every entry of a library (one mesh at many
+        scales: its meshes layer) has one line per entry, and each store and lookup of an entry reads them."""
+        if not isinstance(sha, str) or not is_sha256(sha) or not isinstance(claim, str) or "\n" in claim:
             return False
         try:
             data = self._read(("claims", sha[:2]), sha, MAX_CLAIMS_BYTES)
         except OSError:
             return False
-        line = key.encode() + b"\n"
+        line = claim.encode("utf-8", "surrogatepass") + b"\n"
         return data.startswith(line) or b"\n" + line in data
 
     # -- reading
@@ -497,9 +500,14 @@ class Store:
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} is corrupt: ignored, the "
                                             "artifact is rebuilt")
             return None
-        if any(not self._claimed(sha, key) for sha in body["files"].values()):
-            self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} names objects that were not "
-                                            "written for its key: ignored, the artifact is rebuilt")
+        unclaimed = [sha for name, sha in body["files"].items() if not self._claimed(sha, _claim_line(key, name))]
+        if unclaimed:
+            # Claimed by the key alone: written by a usdforge whose claims named no file (a miss, stored
+            # again), not a forgery worth a warning.
+            if not all(self._claimed(sha, key) for sha in unclaimed):
+                self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} names objects that were "
+                                                "not written for its key under those names: ignored, the artifact "
+                                                "is rebuilt")
             return None
         try:  # the entry's modification time is its last use (prune drops the oldest)
             folder = self._open_folder(("entries", key[:2]))
@@ -693,6 +701,14 @@ class Store:
                 path.unlink(missing_ok=True)
             else:
                 shutil.rmtree(path, ignore_errors=True)  # rmtree never follows a link inside the tree
+
+
+def _claim_line(key: str, name: str) -> str:
+    """A claim: object written for entry ``key`` as its file ``name``. Bound to the name too: a layer's entry
+    shares objects with the whole output's entry, so an entry forged to name its own objects under other
+    names (a layer's bytes as the stage) would pass a claim by key alone. A name has no control character
+    (``unsafe_file_name``), so one line holds one claim."""
+    return f"{key} {name}"
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -567,6 +567,12 @@ class CompactJSONCodec:
     def __init__(self) -> None:
         import json
 
+        from doit.dependency import JsonDB
+
+        # doit's JsonDB.dump truncates the state file, then writes it: a build killed meanwhile, or two
+        # builds of one library ending together (the shorter state written over the longer one's head),
+        # left a state that no later build could load (a traceback, nothing built). Written atomically.
+        JsonDB.dump = _dump_atomically  # type: ignore[method-assign]
         self.encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False)
         self.decoder = json.JSONDecoder()
         self._read: tuple[dict[str, Any], str] | None = None  # (the state decoded, its text)
@@ -578,7 +584,14 @@ class CompactJSONCodec:
         return self.encoder.encode(data)
 
     def decode(self, data: str) -> Any:
-        value = self.decoder.decode(data)
+        try:
+            value = self.decoder.decode(data)
+        except ValueError:  # written by an older usdforge (not atomically) and torn: start afresh
+            import sys
+
+            sys.stderr.write("usdforge: warning: doit's state (.doit.db) is damaged: every entry is "
+                             "checked again\n")
+            value, data = {}, "{}"
         if type(value) is not dict:
             return value
         changed = self._changed
@@ -610,3 +623,9 @@ class CompactJSONCodec:
         state = Noting((task, Noting(entry) if type(entry) is dict else entry) for task, entry in value.items())
         self._read = (state, data)
         return state
+
+
+def _dump_atomically(db: Any) -> None:
+    """doit's ``JsonDB.dump`` (``db``: the backend, its state ``_db`` and file ``name``), through a temporary
+    sibling renamed into place: a reader sees the whole of one writer's state, never a torn one."""
+    write_text_atomically(Path(db.name), db.codec.encode(db._db))

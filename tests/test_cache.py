@@ -253,6 +253,42 @@ def test_kill_9_during_a_cache_write_never_leaves_an_accepted_object(tmp_path):
     assert store.get_entry("k" * 64).files == {"big.usd": b"x" * (1 << 20)}
 
 
+def test_an_entry_naming_its_own_objects_under_other_names_is_a_miss(tmp_path, caplog):
+    """A robot's layer entry (``rules.robot.layer_reuse.store_units``) shares objects with the whole
+    output's entry, so each object is also written for the whole output's key: an entry forged to name its
+    layer's object as the stage passed a claim check by key alone, and a restore wrote the physics layer's
+    bytes as arm.usda (bench/differential.py --seed 23, after a kill -9 left the output stale)."""
+    import json
+
+    from usdforge.pipeline.cache import sha256_bytes
+
+    store = Store(tmp_path / "cache")
+    whole = {"arm.usda": b"#usda 1.0 (stage)\n", "payloads/physics.usda": b"#usda 1.0 (physics)\n"}
+    shas = store.put_entry("a" * 64, whole, kind="urdf")
+    store.put_entry("b" * 64, {"payloads/physics.usda": whole["payloads/physics.usda"]}, kind="layer:physics")
+    assert store.get_entry("a" * 64).files == whole
+    path = tmp_path / "cache" / "entries" / "aa" / f"{'a' * 64}.json"
+    body = json.loads(path.read_bytes())
+    body.pop("checksum")
+    body["files"]["arm.usda"] = shas["payloads/physics.usda"]  # intact, and written for this key
+    body["checksum"] = sha256_bytes(json.dumps(body, sort_keys=True).encode())
+    path.write_text(json.dumps(body, sort_keys=True))
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        assert store.get_entry("a" * 64) is None
+    assert any("not written for its key" in record.getMessage() for record in caplog.records)
+    assert store.get_entry("b" * 64).files == {"payloads/physics.usda": whole["payloads/physics.usda"]}
+    # An entry of a usdforge whose claims named no file: a quiet miss, then stored again and restored.
+    store.put_entry("a" * 64, whole, kind="urdf")
+    claims = tmp_path / "cache" / "claims" / shas["arm.usda"][:2] / shas["arm.usda"]
+    claims.write_text("a" * 64 + "\n")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        assert Store(tmp_path / "cache").get_entry("a" * 64) is None
+    assert not caplog.records
+    store.put_entry("a" * 64, whole, kind="urdf")
+    assert store.get_entry("a" * 64).files == whole
+
+
 def test_two_builds_sharing_one_cache_at_the_same_time_both_finish_correctly(tmp_path):
     cache = tmp_path / "shared-cache"
     libraries = [make_checkout(tmp_path / name) for name in ("one", "two")]
