@@ -189,7 +189,13 @@ def test_a_forged_slim_intermediate_is_rejected(built, compiles):
            forged(lambda h: first(h, "geom_pos").__setitem__(0, "os.system")),      # an unknown field
            forged(lambda h: h["sizes"].__setitem__("nbody", -7)),
            forged(lambda h: h["arrays"].pop()),                                     # a field missing
-           forged(lambda h: h.__setitem__("format", 0))]
+           forged(lambda h: h.__setitem__("format", 0)),
+           forged(lambda h: first(h, "opt.gravity").__setitem__(2, [2]))]            # a fixed size changed
+    ids = entry("geom_bodyid")  # an index past the bodies: the authors would index past an array
+    assert ids[1] == "<i4"
+    past = bytearray(good)
+    past[8 + size + ids[3]:8 + size + ids[3] + 4] = np.array([header["sizes"]["nbody"]], np.int32).tobytes()
+    bad.append(bytes(past))
     for blob in bad:
         with pytest.raises(ValueError):
             slim.decode(blob)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -262,23 +263,70 @@ def decode(blob: bytes) -> Slim:
                                                    shape[-1] != reference.shape[-1]):
             raise ValueError(f"array {name}")
         count = _row_counts().get(name)
+        if count is None and list(shape) != list(reference.shape):  # fixed size (opt.gravity, stat.center …)
+            raise ValueError(f"array {name}: shape {shape}")
         if count is not None and shape and shape[0] != sizes.get(count, len(blob)):
             raise ValueError(f"array {name}: {shape[0]} rows, {count} = {sizes.get(count)}")
-        length = int(np.prod(shape)) * reference.dtype.itemsize
-        if offset + length > len(body):
+        columns = _KEY_COLUMNS.get(name)
+        if columns is not None and shape[-1] != sizes[columns]:  # a keyframe's qpos/qvel/ctrl row
+            raise ValueError(f"array {name}: {shape[-1]} columns, {columns} = {sizes[columns]}")
+        elements = math.prod(shape)  # exact: no int64 wrap-around of a forged shape
+        if offset + elements * reference.dtype.itemsize > len(body):
             raise ValueError(f"array {name} out of bounds")
-        value = np.frombuffer(body, reference.dtype, int(np.prod(shape)), offset).reshape(shape).copy()
+        value = np.frombuffer(body, reference.dtype, elements, offset).reshape(shape).copy()
         if value.dtype.kind == "f" and not _finite(value):
             raise ValueError(f"array {name} not finite")
         arrays[name] = value
     missing = set(_references()) - {*arrays, *scalars}
     if missing:
         raise ValueError(f"missing {sorted(missing)[:3]}")
+    _check_indices(arrays, sizes)
     for accessor, (address, count) in _NAMED.items():
         addresses = arrays[address]
         if addresses.size and (addresses.min() < 0 or addresses.max() > max(len(arrays["names"]) - 1, 0)):
             raise ValueError(f"{address} outside the name table")
     return Slim(sizes, scalars, arrays, warnings)
+
+
+#: Keyframe arrays → the size their second dimension equals (the reference model has no keyframe, so its
+#: arrays' second dimension, 0, says nothing).
+_KEY_COLUMNS = {"key_qpos": "nq", "key_qvel": "nv", "key_ctrl": "nu"}
+
+
+#: Index arrays → the size of what they index (-1: none), checked on decode: a forged entry must not make
+#: an author index past an array (a traceback) or from its end (numpy's negative indices: a wrong value).
+_INDICES = {"body_parentid": "nbody", "body_weldid": "nbody", "body_mocapid": "nmocap", "cam_bodyid": "nbody",
+            "geom_bodyid": "nbody", "jnt_bodyid": "nbody", "light_bodyid": "nbody", "site_bodyid": "nbody",
+            "geom_matid": "nmat", "jnt_dofadr": "nv", "jnt_qposadr": "nq", "mesh_face": "nmeshvert"}
+#: (address, count) array pairs → the size of the table each span lies in.
+_SPANS = {("body_geomadr", "body_geomnum"): "ngeom", ("body_jntadr", "body_jntnum"): "njnt",
+          ("mesh_vertadr", "mesh_vertnum"): "nmeshvert", ("mesh_faceadr", "mesh_facenum"): "nmeshface",
+          ("mesh_normaladr", "mesh_normalnum"): "nmeshnormal",
+          ("mesh_texcoordadr", "mesh_texcoordnum"): "nmeshtexcoord", ("tendon_adr", "tendon_num"): "nwrap"}
+
+
+def _check_indices(arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> None:
+    """ValueError unless every index array of ``_INDICES`` and span of ``_SPANS`` lies inside what it
+    indexes, and every other integer array named as an id, address or count lies in [-1, the largest
+    size] (those whose target depends on a type: an actuator's, a sensor's, an equality's object)."""
+    for name, size in _INDICES.items():
+        values = arrays.get(name)
+        if values is not None and values.size and size in sizes and \
+                (values.min() < -1 or values.max() >= sizes[size]):
+            raise ValueError(f"{name} outside {size} = {sizes[size]}")
+    for (address, count), size in _SPANS.items():
+        starts, counts = arrays.get(address), arrays.get(count)
+        if starts is None or counts is None or size not in sizes or not counts.size:
+            continue
+        used = counts > 0
+        if starts.shape != counts.shape or counts.min() < 0 or (starts[used] < 0).any() or \
+                (starts[used].astype(np.int64) + counts[used] > sizes[size]).any():
+            raise ValueError(f"{address}/{count} outside {size} = {sizes[size]}")
+    largest = max(sizes.values(), default=0)
+    for name, values in arrays.items():
+        if values.dtype.kind == "i" and values.size and name.endswith(("id", "adr", "num")) and \
+                (values.min() < -1 or values.max() > largest):
+            raise ValueError(f"{name} out of range")
 
 
 class _Fallback:

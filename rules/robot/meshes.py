@@ -397,7 +397,8 @@ class MeshLibrary:
         active = _MESH_CACHE.get()
         if path not in self._files and active is not None:
             entry = active[0].entry(mesh_key(path, active[1]))
-            meta = entry.get("meta") if entry is not None else None
+            # Only an entry of this layout (its parts file) vouches for its record of the parts' names.
+            meta = entry.get("meta") if entry is not None and _PARTS_FILE in entry.get("files", {}) else None
             names = meta.get("parts") if isinstance(meta, dict) else None
             if isinstance(names, list) and names and all(type(name) is str for name in names):
                 self._names[path] = list(names)
