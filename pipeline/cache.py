@@ -8,7 +8,8 @@ folder (``$XDG_CACHE_HOME/usdforge``, i.e. ``~/.cache/usdforge``, as pip does), 
     objects/ab/<sha256>          file contents, named by the SHA-256 of their bytes
     entries/ab/<key>.json        an artifact: {relative file name: object sha256} and its kind (what made
                                  it: ``mjcf``, ``mesh-geometry``, ``mjcf-compiled`` …), named by its cache key
-    claims/ab/<sha256>           the entries each object was written for, one ``<key> <file name>`` a line
+    claims/ab/<sha256>           one empty file per claim: object <sha> written for entry <key> as its
+                                 <file name>, named by the SHA-256 of ``["<sha>", "<key>", "<file name>"]``
     stats.log                    one line per lookup: build id, hit or miss
     size.json                    the size the last limit check found, and when (``Store.keep_limit``)
 
@@ -64,9 +65,6 @@ _PROCESS_BUILD = os.urandom(6).hex()  # random, as uuid4's (uuid imports more th
 MAX_OBJECT_BYTES = 1 << 30
 #: The largest entry (JSON) read from a cache, in bytes.
 MAX_ENTRY_BYTES = 16 << 20
-#: The largest claims file read, in bytes: one line, the key and the file name (about 100 bytes), per entry
-#: an object was written for (a library of over half a million entries sharing one mesh layer).
-MAX_CLAIMS_BYTES = 64 << 20
 _SHA = re.compile(r"[0-9a-f]{64}")
 #: Opens a cache file without following a link, and without waiting on a FIFO's writer.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -385,23 +383,23 @@ class Store:
             return False
 
     def _claim(self, sha: str, key: str, name: str) -> bool:
-        """Record that object ``sha`` was written for the entry ``key`` as its file ``name`` (one short
-        O_APPEND write: lines of concurrent writers never interleave; no link followed). False when the cache
-        cannot be written."""
-        claim = _claim_line(key, name)
-        if self._claimed(sha, claim):
+        """Record that object ``sha`` was written for the entry ``key`` as its file ``name``: an empty file
+        named by the claim's hash (``_claim_name``), so that recording and checking one costs one file
+        operation however many entries share the object (one mesh at many scales: every entry of a library
+        claims its meshes layer). No link followed. False when the cache cannot be written."""
+        if self._claimed(sha, key, name):
             return True
         try:
             if not is_sha256(sha):
                 raise OSError(f"{sha!r}: not an object name")
-            folder = self._open_folder(("claims", sha[:2]), create=True)
+            claim = _claim_name(sha, key, name)
+            folder = self._open_folder(("claims", claim[:2]), create=True)
             try:
-                descriptor = os.open(sha, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
-                                     0o644, dir_fd=folder)
+                descriptor = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644,
+                                     dir_fd=folder)
                 try:
                     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-                        raise OSError(f"{sha}: the claims file is not a regular file")
-                    os.write(descriptor, claim.encode("utf-8", "surrogatepass") + b"\n")
+                        raise OSError(f"{claim}: the claim is not a regular file")
                 finally:
                     os.close(descriptor)
             finally:
@@ -411,19 +409,25 @@ class Store:
             return False
         return True
 
-    def _claimed(self, sha: str, claim: str) -> bool:
-        """Whether ``claim`` (a ``_claim_line``, or a bare key: an older usdforge's claim) is a line of object
-        ``sha``'s claims file (a regular file within ``MAX_CLAIMS_BYTES``, no link followed). Searched as
-        bytes, not split into a set: one object shared by every entry of a library (one mesh at many
-        scales: its meshes layer) has one line per entry, and each store and lookup of an entry reads them."""
-        if not isinstance(sha, str) or not is_sha256(sha) or not isinstance(claim, str) or "\n" in claim:
+    def _claimed(self, sha: str, key: str, name: str) -> bool:
+        """Whether object ``sha`` was claimed for entry ``key`` as its file ``name``: its claim is a regular
+        file (no link followed)."""
+        if not is_sha256(sha) or not isinstance(key, str) or not isinstance(name, str):
             return False
+        return self._is_regular(("claims",), _claim_name(sha, key, name))
+
+    def _is_regular(self, parts: tuple[str, ...], name: str) -> bool:
+        """Whether ``root/<parts…>/<name[:2]>/name`` is a regular file, no link followed on the way."""
         try:
-            data = self._read(("claims", sha[:2]), sha, MAX_CLAIMS_BYTES)
+            folder = self._open_folder((*parts, name[:2]))
         except OSError:
             return False
-        line = claim.encode("utf-8", "surrogatepass") + b"\n"
-        return data.startswith(line) or b"\n" + line in data
+        try:
+            return stat.S_ISREG(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+        except OSError:
+            return False
+        finally:
+            os.close(folder)
 
     # -- reading
     def _object_bytes(self, sha: str) -> bytes:
@@ -500,11 +504,11 @@ class Store:
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} is corrupt: ignored, the "
                                             "artifact is rebuilt")
             return None
-        unclaimed = [sha for name, sha in body["files"].items() if not self._claimed(sha, _claim_line(key, name))]
+        unclaimed = [sha for name, sha in body["files"].items() if not self._claimed(sha, key, name)]
         if unclaimed:
-            # Claimed by the key alone: written by a usdforge whose claims named no file (a miss, stored
-            # again), not a forgery worth a warning.
-            if not all(self._claimed(sha, key) for sha in unclaimed):
+            # Claims in a file named by the object (an older usdforge's, one line per entry): a miss, stored
+            # again, not a forgery worth a warning.
+            if not all(self._is_regular(("claims",), sha) for sha in unclaimed):
                 self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} names objects that were "
                                                 "not written for its key under those names: ignored, the artifact "
                                                 "is rebuilt")
@@ -642,17 +646,17 @@ class Store:
         read or removed. Returns (entries removed, bytes freed)."""
         before = self.size()
         entry_sizes = self._files("entries")
-        kept: dict[Path, set[str]] = {}
+        kept: dict[Path, dict[str, str]] = {}  # entry file → {file name: object}
         for path in sorted(entry_sizes, key=lambda p: _mtime(p)):
             try:
                 files = json.loads(self._read(path.parent.relative_to(self.root).parts, path.name,
                                               MAX_ENTRY_BYTES))["files"]
-                kept[path] = {sha for sha in files.values() if is_sha256(sha)}
+                kept[path] = {name: sha for name, sha in files.items() if isinstance(name, str) and is_sha256(sha)}
             except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
                 self._remove(path)
         sizes = self._files("objects")
         by_sha = {p.name: s for p, s in sizes.items()}
-        users = collections.Counter(sha for shas in kept.values() for sha in shas)  # entries naming each object
+        users = collections.Counter(sha for files in kept.values() for sha in files.values())  # entries naming each
         total = sum(entry_sizes[p] for p in kept) + sum(by_sha.get(sha, 0) for sha in users)
 
         removed, dropped = 0, set()
@@ -661,7 +665,7 @@ class Store:
                 break
             self._remove(path)
             total -= entry_sizes[path]
-            for sha in kept.pop(path):
+            for sha in kept.pop(path).values():
                 users[sha] -= 1
                 if not users[sha]:
                     del users[sha]
@@ -673,8 +677,13 @@ class Store:
         for path in sizes:
             if path.name not in live and (path.name in dropped or now - _mtime(path) > 3600):
                 self._remove(path)
-                if is_sha256(path.name):
-                    self._unlink(("claims", path.name[:2]), path.name)
+        # The claims of the entries kept; any other claim older than an hour (a younger one may belong to an
+        # entry being written) is dropped, as are an older usdforge's claims files.
+        claims = {_claim_name(sha, path.name.removesuffix(".json"), name)
+                  for path, files in kept.items() for name, sha in files.items()}
+        for path, info in self._scan("claims"):
+            if path.name not in claims and not path.name.startswith(".") and now - info.st_mtime > 3600:
+                self._remove(path)
         for folder in ("objects", "entries", "claims"):
             for path, info in self._scan(folder):
                 stray = path.name.startswith(".") and ".tmp-" in path.name
@@ -703,12 +712,13 @@ class Store:
                 shutil.rmtree(path, ignore_errors=True)  # rmtree never follows a link inside the tree
 
 
-def _claim_line(key: str, name: str) -> str:
-    """A claim: object written for entry ``key`` as its file ``name``. Bound to the name too: a layer's entry
-    shares objects with the whole output's entry, so an entry forged to name its own objects under other
-    names (a layer's bytes as the stage) would pass a claim by key alone. A name has no control character
-    (``unsafe_file_name``), so one line holds one claim."""
-    return f"{key} {name}"
+def _claim_name(sha: str, key: str, name: str) -> str:
+    """The file name of a claim: object ``sha`` written for entry ``key`` as its file ``name``. Bound to the
+    name too: a layer's entry shares objects with the whole output's entry, so an entry forged to name its
+    own objects under other names (a layer's bytes as the stage) would pass a claim by key alone. Hashed,
+    so that a key or name of any length gives one short file name; of a JSON list, so that no two claims
+    hash the same text."""
+    return sha256_bytes(json.dumps([sha, key, name]).encode())
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -277,10 +277,16 @@ def test_an_entry_naming_its_own_objects_under_other_names_is_a_miss(tmp_path, c
         assert store.get_entry("a" * 64) is None
     assert any("not written for its key" in record.getMessage() for record in caplog.records)
     assert store.get_entry("b" * 64).files == {"payloads/physics.usda": whole["payloads/physics.usda"]}
-    # An entry of a usdforge whose claims named no file: a quiet miss, then stored again and restored.
+    # An entry of an older usdforge, whose claims were lines of a file named by the object: a quiet miss,
+    # then stored again and restored.
     store.put_entry("a" * 64, whole, kind="urdf")
-    claims = tmp_path / "cache" / "claims" / shas["arm.usda"][:2] / shas["arm.usda"]
-    claims.write_text("a" * 64 + "\n")
+    for path in (tmp_path / "cache" / "claims").rglob("*"):
+        if path.is_file():
+            path.unlink()
+    for sha in shas.values():
+        claims = tmp_path / "cache" / "claims" / sha[:2] / sha
+        claims.parent.mkdir(parents=True, exist_ok=True)
+        claims.write_text("a" * 64 + "\n")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="usdforge"):
         assert Store(tmp_path / "cache").get_entry("a" * 64) is None
@@ -722,18 +728,40 @@ def test_inputs_hashed_and_objects_verified_side_by_side_give_what_one_thread_gi
     assert outputs(tmp_path / "out-c") == outputs(tmp_path / "out-a")
 
 
-def test_an_object_shared_by_many_entries_still_validates_each(tmp_path):
-    """One object claimed by tens of thousands of entries (one mesh layer at many scales: a claims file
-    past 1 MiB) is still accepted for each of them, the last claimed one included."""
-    store = Store(tmp_path / "cache")
+def test_an_object_shared_by_many_entries_is_claimed_once_per_entry_and_pruned_with_them(tmp_path, caplog):
+    """One object claimed by many entries (one mesh layer at many scales: every entry of a library claims
+    its meshes layer) is accepted for each of them through one empty claim file each, so a store or lookup
+    reads nothing that grows with the library; an entry forged to name it is a miss; pruning drops the
+    claims of the entries it removes (once an hour old) and keeps the others'."""
+    import json
+
+    from usdforge.pipeline.cache import sha256_bytes
+
+    store = Store(tmp_path / "cache", max_bytes=None)
     data = b"the shared meshes layer"
-    first = "a" * 64
-    store.put_entry(first, {"Props/x_meshes.usd": data})
-    claims = next(p for p in (tmp_path / "cache" / "claims").rglob("*") if p.is_file())
-    with claims.open("a") as stream:  # 20,000 other entries' claims: 1.3 MB
-        stream.write("".join(f"{index:064x}\n" for index in range(1, 20_001)))
-    last = "b" * 64
-    assert store.put_entry(last, {"Props/y_meshes.usd": data}) is not None
-    assert store.get_entry(last).files == {"Props/y_meshes.usd": data}
-    assert store.get_entry(first).files == {"Props/x_meshes.usd": data}
-    assert store.get_entry("c" * 64) is None  # not claimed: a miss
+    keys = [f"{index:064x}" for index in range(1, 301)]
+    for key in keys:
+        assert store.put_entry(key, {f"Props/{key[-6:]}_meshes.usd": data}) is not None
+    claims = [p for p in (tmp_path / "cache" / "claims").rglob("*") if p.is_file()]
+    assert len(claims) == len(keys) and {p.stat().st_size for p in claims} == {0}
+    assert all(store.get_entry(key).files == {f"Props/{key[-6:]}_meshes.usd": data} for key in keys)
+    forged = "c" * 64
+    body = {"key": forged, "files": {"Props/c_meshes.usd": sha256_bytes(data)}, "meta": None}
+    body["checksum"] = sha256_bytes(json.dumps(body, sort_keys=True).encode())
+    (tmp_path / "cache" / "entries" / "cc").mkdir(parents=True)
+    (tmp_path / "cache" / "entries" / "cc" / f"{forged}.json").write_text(json.dumps(body, sort_keys=True))
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        assert store.get_entry(forged) is None
+    assert any("not written for its key" in record.getMessage() for record in caplog.records)
+    # Prune to half of the entries: the oldest go, with their claims (aged past the hour), the rest stay valid.
+    (tmp_path / "cache" / "entries" / "cc" / f"{forged}.json").unlink()
+    for index, key in enumerate(keys):
+        entry = tmp_path / "cache" / "entries" / key[:2] / f"{key}.json"
+        os.utime(entry, (1_000_000 + index, 1_000_000 + index))
+    for path in claims:
+        os.utime(path, (1_000_000, 1_000_000))
+    entry_bytes = sum(p.stat().st_size for p in (tmp_path / "cache" / "entries").rglob("*.json"))
+    store.prune(entry_bytes // 2 + len(data))
+    left = [key for key in keys if store.get_entry(key) is not None]
+    assert 0 < len(left) < len(keys) and left == keys[-len(left):]
+    assert len([p for p in (tmp_path / "cache" / "claims").rglob("*") if p.is_file()]) == len(left)
