@@ -49,6 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bytecode import compile_package
 from convert import MJCF_THEIRS, MJCF_VENV, REPO, THEIRS, VENV, corpus, mjcf_corpus, venv_python
 
 #: Targets of issue #26: wall time on the median and on every model, peak RSS on the median.
@@ -93,14 +94,7 @@ def ensure_bytecode() -> None:
     python = usdforge_command()[0]
     where = subprocess.run([python, "-c", "import os, usdforge; print(os.path.dirname(usdforge.__file__))"],
                            env=env, capture_output=True, text=True, check=True).stdout.strip()
-    # compileall does not descend into symlinked folders, and usdforge's subpackages are symlinks
-    # (usdforge/pipeline -> ../pipeline): name each real folder, or they would compile from source every run.
-    folders = [where, *(str(Path(where, name).resolve()) for name in sorted(os.listdir(where))
-                        if Path(where, name).is_symlink() and Path(where, name).is_dir())]
-    done = subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        print(f"bench: warning: compileall {where} failed; usdforge runs compile from source:\n"
-              f"{done.stdout[-500:]}", file=sys.stderr)
+    compile_package(where)
 
 
 def run(command: list[str], cwd: Path | None = None) -> tuple[float, float, float]:

@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bytecode import compile_package
+
 REPO = Path(__file__).resolve().parents[1]
 
 BARE_DODO = '''
@@ -104,6 +106,9 @@ def measure(entries: int, backend: str, args: argparse.Namespace, checkouts: lis
     """One row per checkout, all measured on the same generated library side by side: the cold builds one
     after the other, the no-ops interleaved with each other and with the bare doit file's (they see the
     same load)."""
+    Path(args.work).mkdir(parents=True, exist_ok=True)
+    for usdforge in checkouts:  # each starts from compiled bytecode, as after pip install
+        compile_package(usdforge / "src" / "usdforge", usdforge / "dodo.py")
     folders = [Path(tempfile.mkdtemp(prefix=f"usdforge-lib{entries}-", dir=args.work)) for _ in checkouts]
     try:
         doits: list[list[str]] = []

@@ -41,16 +41,15 @@ def _safe_name(name: Any) -> bool:
     return isinstance(name, str) and bool(name) and "/" not in name and "\0" not in name and name not in (".", "..")
 
 
-#: A component of a relative file name that leaves or does not name a file below its folder: empty (a
-#: leading, trailing or doubled "/"), "." or ".."; or a NUL.
-_UNSAFE_COMPONENT = re.compile(r"(?:^|/)\.{0,2}(?:/|$)|\x00")
-
-
-def _safe_relative(name: Any) -> bool:
-    """A normalised file name relative to an output folder that stays inside it: not absolute, no empty,
-    ``.`` or ``..`` component (one regular-expression search: 100,000 specs of five names each load at
-    every no-op)."""
-    return isinstance(name, str) and _UNSAFE_COMPONENT.search(name) is None
+def _safe_relatives(names: tuple[Any, ...]) -> bool:
+    """Normalised file names relative to an output folder that stay inside it: strings, none absolute,
+    none with an empty, ``.`` or ``..`` component, no NUL. Joined between slashes, every component of every
+    name stands between two: a bad one shows as ``//``, ``/./`` or ``/../`` (a few substring searches per
+    spec, not a regular expression per name: 100,000 specs of five names each load at every no-op)."""
+    if not all(type(name) is str for name in names) or "\0" in "".join(names):
+        return False
+    joined = "/" + "/\0/".join(names) + "/"  # the separator's own component, a NUL, is in no name
+    return "//" not in joined and "/./" not in joined and "/../" not in joined
 
 
 def _compact(spec: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +67,10 @@ def _compact(spec: dict[str, Any]) -> dict[str, Any]:
     return compact
 
 
+#: A name whose JSON string is itself between quotes (no quote, backslash, control or non-ASCII character).
+_PLAIN_JSON = re.compile(r'[ !#-\[\]-~]*')
+
+
 def _writes_into(cfg_json: Any, folder: str) -> bool:
     """Whether the canonical JSON of a cfg (``schemas.cfg_to_json``) has ``usd_dir`` = ``folder``: without
     parsing it when no ``\\u`` escape could spell the key another way (the key once, with that value),
@@ -75,7 +78,8 @@ def _writes_into(cfg_json: Any, folder: str) -> bool:
     if not isinstance(cfg_json, str):
         return False
     if "\\u" not in cfg_json:
-        return cfg_json.count('"usd_dir"') == 1 and f'"usd_dir":{json.dumps(folder)}' in cfg_json
+        quoted = f'"{folder}"' if _PLAIN_JSON.fullmatch(folder) else json.dumps(folder)
+        return cfg_json.count('"usd_dir"') == 1 and f'"usd_dir":{quoted}' in cfg_json
     try:
         return normalise(json.loads(cfg_json)["usd_dir"]) == folder
     except (ValueError, KeyError, TypeError):
@@ -88,20 +92,19 @@ def _expand(compact: dict[str, Any], usd_root: str) -> dict[str, Any]:
         if not isinstance(compact["error"], str):
             raise ValueError("not an error message")
         return compact
-    name, outputs = compact["name"], compact["outputs"]
-    if not (_safe_name(name) and isinstance(outputs, list) and all(map(_safe_relative, outputs))
-            and _safe_relative(compact["key"]) and _safe_relative(compact["usd"])):
+    spec = dict(compact)
+    name, outputs, key, usd = spec["name"], spec.pop("outputs"), spec.pop("key"), spec.pop("usd")
+    if not (_safe_name(name) and type(outputs) is list and _safe_relatives((*outputs, key, usd))):
         raise ValueError(f"{name!r}: names a file outside its output folder")
     folder = usd_root + name
-    if not _writes_into(compact["cfg_json"], folder):
+    if not _writes_into(spec["cfg_json"], folder):
         raise ValueError(f"{name!r}: its cfg writes elsewhere")
-    spec = dict(compact)
-    del spec["outputs"], spec["key"], spec["usd"], spec["doc_source"]
+    folder_ = folder + "/"
     spec["usd_dir"] = folder
-    spec["targets"] = [f"{folder}/{output}" for output in outputs]
-    spec["key_path"] = f"{folder}/{compact['key']}"
-    spec["usd_path"] = f"{folder}/{compact['usd']}"
-    spec["doc"] = f"{compact['doc_source']} → {spec['usd_path']}"
+    spec["targets"] = [folder_ + output for output in outputs]
+    spec["key_path"] = folder_ + key
+    spec["usd_path"] = usd_path = folder_ + usd
+    spec["doc"] = f"{spec.pop('doc_source')} → {usd_path}"
     return spec
 
 

@@ -26,6 +26,7 @@ from doit.tools import config_changed
 
 from usdforge.pipeline.atomic import write_text_atomically
 from usdforge.pipeline.fingerprint import file_digest, file_stamp, settled, stamped_digest
+from usdforge.pipeline.references import absolute_location
 from usdforge.pipeline.task_specs import MANIFEST_ERROR_DOC, task_specs
 
 #: The manifest ``doit convert`` reads unless ``library=PATH`` is given on the command line.
@@ -219,11 +220,11 @@ def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str, 
     A referenced file can add references (an MJCF include, an OBJ's MTL): it changed, so the conversion
     runs and finds them. Values saved by an older usdforge (no inputs) are out of date.
     """
-    from usdforge.pipeline.references import absolute_location
-
     inputs, outputs = values.get("inputs"), values.get("outputs")
-    build_dir = usd_dir.rsplit("/", 2)[0]  # usd_dir: <build>/usd/<name>, absolute and normal (task_specs)
-    if not inputs or not outputs or values.get("tools") != _tools(kind, build_dir):
+    if not inputs or not outputs:
+        return False
+    tools = _TOOLS.get((kind, usd_dir.rsplit("/", 2)[0]))  # usd_dir: <build>/usd/<name>, normal (task_specs)
+    if values.get("tools") != (tools or _tools(kind, usd_dir.rsplit("/", 2)[0])):
         return False
     if values.get("location") and values["location"] != absolute_location(source, packages):
         return False
@@ -578,8 +579,12 @@ class CompactJSONCodec:
         self._read: tuple[dict[str, Any], str] | None = None  # (the state decoded, its text)
         self._changed: list[bool] = []  # one item once the state decoded has changed
 
+    def unchanged(self, data: Any) -> bool:
+        """Whether ``data`` is the state this codec decoded, unchanged since (its text is what was read)."""
+        return self._read is not None and data is self._read[0] and not self._changed
+
     def encode(self, data: Any) -> str:
-        if self._read is not None and data is self._read[0] and not self._changed:
+        if self.unchanged(data):
             return self._read[1]
         return self.encoder.encode(data)
 
@@ -592,6 +597,7 @@ class CompactJSONCodec:
             sys.stderr.write("usdforge: warning: doit's state (.doit.db) is damaged: every entry is "
                              "checked again\n")
             value, data = {}, "{}"
+            self._changed.append(True)  # the damaged file is replaced, even by a run that changes nothing
         if type(value) is not dict:
             return value
         changed = self._changed
@@ -627,5 +633,9 @@ class CompactJSONCodec:
 
 def _dump_atomically(db: Any) -> None:
     """doit's ``JsonDB.dump`` (``db``: the backend, its state ``_db`` and file ``name``), through a temporary
-    sibling renamed into place: a reader sees the whole of one writer's state, never a torn one."""
-    write_text_atomically(Path(db.name), db.codec.encode(db._db))
+    sibling renamed into place: a reader sees the whole of one writer's state, never a torn one. A run that
+    changed nothing in the state it read (a no-op) writes nothing: the file holds that state already."""
+    codec = db.codec
+    if isinstance(codec, CompactJSONCodec) and codec.unchanged(db._db) and os.path.isfile(db.name):
+        return
+    write_text_atomically(Path(db.name), codec.encode(db._db))
