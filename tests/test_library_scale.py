@@ -85,6 +85,44 @@ def test_an_edited_manifest_recomputes_the_edited_entry_only(tmp_path, specs_mod
     assert edited == specs_module.compute_specs(library, build)  # the same as computed from scratch
 
 
+ENTRY = '[[assets]]\nname = "{name}"\nsource = "cone.off"\n[assets.cfg]\nscale = [{s}, {s}, {s}]\n'
+#: Manifests whose text does not split into entries at ``[[assets]]`` lines, or splits wrongly: each must
+#: give the specs of the manifest read as a whole.
+AWKWARD = {
+    "header first": 'allowed_roots = []\n' + ENTRY.format(name="a", s=1.0) + ENTRY.format(name="b", s=2.0),
+    "string holding an entry line": ENTRY.format(name="a", s=1.0).replace(
+        '[assets.cfg]', 'ee_body = """\n[[assets]]\nname = "c"\n"""\n[assets.cfg]') + ENTRY.format(name="b", s=2.0),
+    "indented header": ENTRY.format(name="a", s=1.0) + "  " + ENTRY.format(name="b", s=2.0),
+    "table after the entries": ENTRY.format(name="a", s=1.0) + '[ik]\nseed = 1\n',
+    "entries given twice": 'assets = [{name = "z", source = "cone.off"}]\n' + ENTRY.format(name="a", s=1.0),
+    "crlf": (ENTRY.format(name="a", s=1.0) + ENTRY.format(name="b", s=2.0)).replace("\n", "\r\n"),
+    "names equal but for case": ENTRY.format(name="a", s=1.0) + ENTRY.format(name="A", s=2.0),
+    "an entry's syntax error": ENTRY.format(name="a", s=1.0) + ENTRY.format(name="b", s=2.0).replace("]\n", "\n"),
+    "comments and blank lines": "# lib\n\n" + ENTRY.format(name="a", s=1.0) + "\n# between\n\n"
+                                + ENTRY.format(name="b", s=2.0) + "\n# end",
+}
+
+
+@pytest.mark.parametrize("case", sorted(AWKWARD))
+def test_specs_read_entry_by_entry_equal_the_manifest_read_as_a_whole(tmp_path, specs_module, monkeypatch, case):
+    """An edit re-parses only the entries whose text changed (``_entry_texts``): a manifest that does not
+    split into entries cleanly gives, cold and after an edit, what reading it as a whole gives."""
+    folder = tmp_path / "lib"
+    library = manifest(folder, [])
+    library.write_text(AWKWARD[case])
+    build = tmp_path / "build"
+    split = specs_module.task_specs(library, build)
+    library.write_text(AWKWARD[case] + "\n" + ENTRY.format(name="late", s=3.0))
+    monkeypatch.setattr(specs_module, "_LOADED", {})
+    edited = specs_module.task_specs(library, build)
+    monkeypatch.setattr(specs_module, "_entry_texts", lambda text: None)
+    assert edited == specs_module.compute_specs(library, build)
+    library.write_text(AWKWARD[case])
+    assert split == specs_module.compute_specs(library, build)
+    assert split and split[0].get("doc") != specs_module.MANIFEST_ERROR_DOC or case in (
+        "an entry's syntax error", "names equal but for case", "entries given twice", "table after the entries")
+
+
 @pytest.mark.parametrize("tamper", ["outputs", "key", "cfg_usd_dir", "cfg_escaped_key"])
 def test_a_hand_edited_spec_cache_is_recomputed(tmp_path, specs_module, tamper):
     """The cache names outputs relative to the entry's own folder, and its cfg must write there: an edit
