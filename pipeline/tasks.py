@@ -452,6 +452,7 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
 
     options = options or {}
     _CONVERT_TASKS.clear()
+    _BASES.clear()
     if options.get("error"):
         yield {"basename": "convert", "name": "options", "actions": [(report_error, [options["error"]])],
                "doc": "the command line has an error", "verbosity": 2}
@@ -495,6 +496,7 @@ def convert_tasks(library_path: str | Path = DEFAULT_LIBRARY, build_dir: str | P
                        f"{spec['source']}: source of library entry '{name}' is not a regular file"]])]}
             continue
         _CONVERT_TASKS.add(name)
+        _BASES[f"convert:{name}"] = (spec["root"], spec["usd_dir"])
         yield {
             "basename": "convert", "name": name, "doc": spec["doc"],
             "uptodate": [(convert_up_to_date, [spec["digest"], spec["root"], spec["usd_dir"], spec["kind"],
@@ -638,4 +640,27 @@ def _dump_atomically(db: Any) -> None:
     codec = db.codec
     if isinstance(codec, CompactJSONCodec) and codec.unchanged(db._db) and os.path.isfile(db.name):
         return
+    _settle_stamps(db._db)
     write_text_atomically(Path(db.name), codec.encode(db._db))
+
+
+#: {``convert:<name>``: (library folder, output folder)} of this run's convert tasks (``_settle_stamps``).
+_BASES: dict[str, tuple[str, str]] = {}
+
+
+def _settle_stamps(state: dict[str, Any]) -> None:
+    """Before doit's state is written: the stamps of the files this run's conversions recorded without one
+    (written, or changed, just before they were hashed: every output a conversion writes) that have
+    settled since, learnt as an up-to-date check learns them (``_unchanged``: hashed once more), so the
+    next no-op stats those files instead of hashing them: 300,000 files after a cold build of 100,000
+    entries, about three times a no-op's time. A file changed since it was recorded keeps no stamp (the
+    next check finds the change)."""
+    for name, (root, usd_dir) in _BASES.items():
+        entry = state.get(name)
+        values = entry.get("_values_:") if isinstance(entry, dict) else None
+        if type(values) is not dict:
+            continue
+        for stamps, base in ((values.get("inputs"), root), (values.get("outputs"), usd_dir)):
+            if type(stamps) is dict and any(type(item) is list and len(item) == 2 and item[1] is None
+                                            for item in stamps.values()):
+                _unchanged(stamps, base)
