@@ -245,6 +245,7 @@ class _Prepared(NamedTuple):
     to_decode: list[Path]
     headers: dict[Path, tuple[str | None, int]] | None
     cached: dict[Path, str | None]
+    same_bytes: dict[Path, Path]  # a path not decoded → the path of ``to_decode`` with the same bytes
 
 
 def _prepare(paths: list[Path], background: bool = False) -> _Prepared:
@@ -254,18 +255,26 @@ def _prepare(paths: list[Path], background: bool = False) -> _Prepared:
     verdicts = {path: _decoded_verdict(path) for path in unique}
     cached: dict[Path, str | None] = {}
     to_decode = []
+    # Files with the same bytes (ANYmal C's left and right hips share an atlas) are decoded once: the
+    # verdict is the bytes', keyed by their hash (as the build cache keeps it).
+    first_with: dict[str, Path] = {}
+    same_bytes: dict[Path, Path] = {}
     for path in unique:
         verdict = verdicts[path]
         if verdict is not None and verdict[0].entry(verdict[1]) is not None:
             verdict[0].record("texture-decoded", hit=True)
             cached[path] = None
+        elif verdict is not None and verdict[1] in first_with:
+            same_bytes[path] = first_with[verdict[1]]
         else:
+            if verdict is not None:
+                first_with[verdict[1]] = path
             to_decode.append(path)
     # Headers here, where the decodes run on other threads: Pillow's warning for an image over its limit
     # is silenced (``_opened``), which is not thread-safe; one whose header passed decodes without a
     # warning, on any thread. One decode at a time in this thread opens each file once.
     headers = {path: _header(path) for path in to_decode} if background or _workers(to_decode) > 1 else None
-    return _Prepared(unique, verdicts, to_decode, headers, cached)
+    return _Prepared(unique, verdicts, to_decode, headers, cached, same_bytes)
 
 
 def _finish(prepared: _Prepared, decoded: dict[Path, str | None]) -> dict[Path, str | None]:
@@ -275,7 +284,7 @@ def _finish(prepared: _Prepared, decoded: dict[Path, str | None]) -> dict[Path, 
         if verdict is not None and decoded[path] is None:
             verdict[0].record("texture-decoded", hit=False)
             verdict[0].put_entry(verdict[1], {}, meta={"artifact": "texture-decoded"}, kind="texture-decoded")
-    return {**prepared.cached, **decoded}
+    return {**prepared.cached, **decoded, **{path: decoded[first] for path, first in prepared.same_bytes.items()}}
 
 
 def _workers(paths: list[Path]) -> int:

@@ -255,3 +255,31 @@ def test_a_jpeg_is_decoded_at_an_eighth_of_its_size_and_a_truncated_one_refused(
     assert files._image_problem(good) is None
     assert scales == [(8, 6)]
     assert "truncated" in (files._image_problem(cut) or "")
+
+
+def test_files_with_the_same_bytes_are_decoded_once(tmp_path, monkeypatch):
+    """Inside a conversion with a build cache, two texture files with the same bytes (ANYmal C's left and
+    right hip atlases) are decoded once and get the same verdict, a broken pair too."""
+    from usdforge.pipeline.cache import Store
+    from usdforge.rules.robot.meshes import mesh_cache
+
+    first, copy, other = tmp_path / "a.png", tmp_path / "b.png", tmp_path / "c.png"
+    Image.new("RGB", (64, 64), (1, 2, 3)).save(first)
+    copy.write_bytes(first.read_bytes())
+    Image.new("RGB", (64, 64), (9, 9, 9)).save(other)
+    broken, broken_copy = tmp_path / "broken.png", tmp_path / "broken_copy.png"
+    broken.write_bytes(first.read_bytes()[:-30])  # the pixel data cut short
+    broken_copy.write_bytes(broken.read_bytes())
+    decoded: list[Path] = []
+    decode = files._image_problem
+
+    def counted(path: Path, **options) -> str | None:
+        decoded.append(path)
+        return decode(path, **options)
+
+    monkeypatch.setattr(files, "_image_problem", counted)
+    with mesh_cache(Store(tmp_path / "cache")):
+        problems = files._image_problems([first, copy, other, broken, broken_copy])
+    assert sorted(decoded) == sorted([first, other, broken])
+    assert problems[first] is None and problems[copy] is None and problems[other] is None
+    assert problems[broken] is not None and problems[broken_copy] == problems[broken]
