@@ -210,7 +210,9 @@ def test_view_raises_on_undeclared_fields():
 
 @pytest.mark.parametrize("kind,unit,field", [("urdf", "base", "robot_type"), ("urdf", "instances", "make_instanceable"),
                                               ("urdf", "instances", "merge_mesh"), ("urdf", "physics", "collision_type"),
-                                              ("urdf", "physx", "self_collision"), ("mjcf", "instances", "collision_type")])
+                                              ("urdf", "physx", "self_collision"), ("mjcf", "instances", "collision_type"),
+                                              ("mjcf", "mujoco", "override_gain_prm"), ("mjcf", "mujoco", "merge_mesh"),
+                                              ("mjcf", "physics", "self_collision")])
 def test_an_author_reading_an_undeclared_field_raises(kind, unit, field, folder, monkeypatch):
     """The declarations are enforced on the layer authors: with ``field`` taken out of ``unit``'s
     declaration, a conversion (cold, then a rebuild after an edit that only physics and the Isaac Lab cfg
@@ -226,6 +228,39 @@ def test_an_author_reading_an_undeclared_field_raises(kind, unit, field, folder,
     with pytest.raises(UndeclaredField, match=f"the {unit} unit read the cfg field '{field}'"):
         converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
         converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out"), **edit), cache=Store(work / "cache"))
+
+
+def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch):
+    """After a PhysX-only edit of the MJCF fixture (sites, actuators, an equality, a keyframe), physics and
+    physx are re-authored and the other layers restored: no author, MJCF's own steps included, writes
+    anything into a restored layer's stand-in (it holds the robot's root prim only), so a cfg edit pays
+    for the layers it changes only. The rebuild equals a cold conversion."""
+    from pxr import Sdf
+
+    from usdforge.rules.robot.layers import RobotLayers
+
+    stand_ins: dict[str, Sdf.Layer] = {}
+    real = RobotLayers.save
+
+    def save(self, name, contents=None):
+        stand_ins.update({role: self.layers[role] for role in self.restored})
+        return real(self, name, contents)
+
+    monkeypatch.setattr(RobotLayers, "save", save)
+    cfg = cfg_class("mjcf")(asset_path=str(folder / "fx" / "layered.xml"), import_physics_scene=True)
+    work = folder / "restored-untouched"
+    warnings.simplefilter("ignore")
+    converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    assert stand_ins == {}
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    assert set(stand_ins) == {"base", "instances", "geometry", "materials", "newton", "mujoco"}
+    for role, layer in stand_ins.items():
+        paths: list[Sdf.Path] = []
+        layer.Traverse(Sdf.Path.absoluteRootPath, paths.append)
+        assert [p for p in paths if p.pathString.count("/") > 1 or p.IsPropertyPath()] == [], role
+    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
+    assert units(work / "out") == units(work / "cold")
 
 
 def test_docs_show_the_generated_map():

@@ -34,6 +34,7 @@ from usdforge.rules.mjcf.slim import empty_model, slim_or_compiled
 from usdforge.rules.mjcf.tendons import author_tendons
 from usdforge.rules.mjcf.usd import MjcfUsd
 from usdforge.rules.outputs import resolve_usd_file_name
+from usdforge.rules.robot.layer_fields import view
 from usdforge.rules.robot.isaaclab_cfg import saved_layers_held, write_articulation_cfg
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.writer import RobotUsdContext, RobotUsdOptions, unit_options, write_robot
@@ -136,7 +137,10 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
         # Builtin textures are rendered to PNGs here; the writer copies each into textures/.
         meshes = MeshLibrary()
         geoms = read_geoms(loaded, robot, bodies, Path(scratch), meshes, cfg.collision_from_visuals)
-        targets = apply_drives(robot, loaded, bodies, cfg)
+        # Each step below reads the cfg through the view of the layer it writes (rules.robot.layer_fields):
+        # a field the layer does not declare raises UndeclaredField, so its reuse key cannot miss one.
+        physics_cfg, mujoco_cfg = view(cfg, "mjcf", "physics"), view(cfg, "mjcf", "mujoco")
+        targets = apply_drives(robot, loaded, bodies, physics_cfg)
         messages = list(loaded.warnings) + joint_mimics(robot, loaded, bodies) + lost_elements(model)
         usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
         options = RobotUsdOptions.from_cfg(cfg)
@@ -147,16 +151,16 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
             joint_prims.update({name: path.name for name, path in ctx.joint_paths.items()})
             usd = MjcfUsd(loaded, robot, bodies, geoms, ctx)
             author_sites(usd)
-            author_tendons(usd, cfg.merge_mesh)
-            author_actuators(usd, cfg)
+            author_tendons(usd, mujoco_cfg.merge_mesh)
+            author_actuators(usd, mujoco_cfg)
             author_records(usd)
             author_joint_dynamics(usd, targets)
             author_body_dynamics(usd)
-            author_contacts(usd, cfg.self_collision)
+            author_contacts(usd, physics_cfg.self_collision)
             author_plugin_data(usd, collider_paths(usd), usd.actuator_paths)
             author_loop_closures(usd)
             author_joint_equalities(usd)
-            if cfg.import_physics_scene:
+            if physics_cfg.import_physics_scene:
                 author_scene(usd)
             messages.extend(usd.warnings)
 

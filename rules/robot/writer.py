@@ -146,6 +146,11 @@ class RobotUsdContext:
         """The prim at ``path`` in ``role``'s layer (an ``over`` unless that layer defines it)."""
         return self._writer.layers.stage(role).OverridePrim(path)
 
+    def authored(self, role: str) -> bool:
+        """Whether ``role``'s layer is authored in this conversion (False: restored from the build cache; what
+        lands in its layer here is dropped, so a callback should not spend time writing it)."""
+        return self._writer.layers.authored(role)
+
     def layer(self, role: str) -> Sdf.Layer:
         """The Sdf layer of a role, for fast ``rules.usd.layer`` edits."""
         return self._writer.layers.layer(role)
