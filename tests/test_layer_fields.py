@@ -180,10 +180,8 @@ def test_a_physics_rebuild_names_colliders_from_the_mesh_record(folder, monkeypa
     decoded = []
     real = meshes.parts_from_bytes
     monkeypatch.setattr(meshes, "parts_from_bytes", lambda *a: decoded.append(1) or real(*a))
-    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
-
-    for step, stiffness in enumerate((300.0, 400.0)):  # physics and the Isaac Lab cfg only
-        edited = attrs.evolve(cfg, joint_drive=JointDriveCfg(gains=PDGainsCfg(stiffness=stiffness, damping=3.0)))
+    for step, density in enumerate((300.0, 400.0)):  # physics only (a drive edit is patched: no colliders named)
+        edited = attrs.evolve(cfg, link_density=density)
         store = Store(work / "cache", build=f"names{step}")
         converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=store)
         converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
@@ -196,6 +194,35 @@ def test_a_physics_rebuild_names_colliders_from_the_mesh_record(folder, monkeypa
                 body.pop("checksum")
                 store.put_entry(body["key"], {"parts.bin": store.get_entry(body["key"]).files["parts.bin"]},
                                 body["meta"], kind="mesh-geometry")
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_a_drive_edit_is_patched_into_the_cached_layers(kind, folder, monkeypatch):
+    """A drive-gain edit sets the new values on the physics (and MJCF's mujoco) layer the cache keeps without
+    the drive fields, authoring neither; an edit that changes which drive attributes are authored (no drives;
+    MJCF: a bias that leaves no stiffness, so no target position) authors the layer. Each rebuild equals a cold
+    conversion, byte for byte."""
+    from usdforge.rules.robot import writer
+    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
+
+    patched: list[bool] = []
+    real = writer.patched_layer
+    monkeypatch.setattr(writer, "patched_layer", lambda *a: (r := real(*a), patched.append(r is not None))[0])
+    cfg = cfg_class(kind)(asset_path=str(folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")))
+    edits = [({"joint_drive": JointDriveCfg(gains=PDGainsCfg(stiffness=1234.0, damping=56.0))}, [True]),
+             ({"joint_drive": None}, [False])] if kind == "urdf" else \
+        [({"override_gain_prm": (77.0,)}, [True, True]),
+         ({"override_gain_prm": (77.0,), "override_bias_prm": (0.0, 0.0, -3.0)}, [False, True])]
+    work = folder / f"patched-{kind}"
+    warnings.simplefilter("ignore")
+    converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    for step, (fields, expected) in enumerate(edits):
+        patched.clear()
+        edited = attrs.evolve(cfg, **fields)
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
+        assert patched == expected, fields
+        assert units(work / "out") == units(work / f"cold{step}")
 
 
 def test_view_raises_on_undeclared_fields():

@@ -112,7 +112,10 @@ def author_body_dynamics(usd: MjcfUsd) -> None:
             if physics.HasInfo("apiSchemas"):
                 kept = [n for n in physics.GetInfo("apiSchemas").prependedItems
                         if n not in ("PhysicsRigidBodyAPI", "PhysicsMassAPI")]
-                physics.SetInfo("apiSchemas", Sdf.TokenListOp.Create(prependedItems=kept))
+                if kept:
+                    physics.SetInfo("apiSchemas", Sdf.TokenListOp.Create(prependedItems=kept))
+                else:  # no list op at all: an empty one is written as "( )", which reads back as nothing
+                    physics.ClearInfo("apiSchemas")
             for name in _RIGID_ATTRIBUTES:
                 if name in physics.attributes:
                     physics.RemoveProperty(physics.attributes[name])

@@ -100,16 +100,21 @@ def _usd_value(type_name: Sdf.ValueTypeName, value: Any) -> Any:
     return value
 
 
+def typed(name: str, value: Any) -> tuple[Sdf.ValueTypeName, Any, bool]:
+    """A ``mjc:`` or ``newton:`` attribute's schema type, ``value`` as USD holds it, and whether it is uniform."""
+    type_name = MJC_TYPES.get(name) or NEWTON_TYPES.get(name) or (_T.Bool if name.startswith("mjc:flag:") else None)
+    if type_name is None:
+        raise KeyError(f"no schema type known for {name}")
+    uniform = name == "newton:massModel" or not (name in _VARYING or name.startswith("newton:"))
+    return type_name, _usd_value(type_name, value), uniform
+
+
 def set_typed(target: Usd.Prim | Sdf.PrimSpec | None, name: str, value: Any) -> None:
     """Author a ``mjc:`` or ``newton:`` attribute with its schema type (see the tables), on a prim or, much
     faster, on a prim spec of a layer; None (``MjcfUsd.spec`` of a restored layer): nothing."""
     if target is None:
         return
-    type_name = MJC_TYPES.get(name) or NEWTON_TYPES.get(name) or (_T.Bool if name.startswith("mjc:flag:") else None)
-    if type_name is None:
-        raise KeyError(f"no schema type known for {name}")
-    uniform = name == "newton:massModel" or not (name in _VARYING or name.startswith("newton:"))
-    value = _usd_value(type_name, value)
+    type_name, value, uniform = typed(name, value)
     if isinstance(target, Sdf.PrimSpec):
         sdf.attribute(target, name, type_name, value, uniform=uniform)
         return

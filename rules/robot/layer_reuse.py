@@ -36,6 +36,8 @@ def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str]) -> Iter
 
 #: The mesh rule's unit: the meshes layer of a ``make_instanceable`` output (``pipeline.layer_keys``).
 MESH_UNIT = "meshes"
+#: Layer → the unit holding it under its key without the drive fields (``rules.robot.drive_patch``).
+UNDRIVEN = {"physics": "physics_undriven", "mujoco": "mujoco_undriven"}
 
 #: Files a unit carries besides its own, by unit: the textures of a robot's materials layer and of the mesh
 #: rule's meshes layer (written by the same authoring pass and named by it), restored with it.
