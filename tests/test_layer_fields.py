@@ -200,8 +200,9 @@ def test_a_physics_rebuild_names_colliders_from_the_mesh_record(folder, monkeypa
 def test_a_drive_edit_is_patched_into_the_cached_layers(kind, folder, monkeypatch):
     """A drive-gain edit sets the new values on the physics (and MJCF's mujoco) layer the cache keeps without
     the drive fields, authoring neither; an edit that changes which drive attributes are authored (no drives;
-    MJCF: a bias that leaves no stiffness, so no target position) authors the layer. Each rebuild equals a cold
-    conversion, byte for byte."""
+    MJCF: a bias that leaves no stiffness, so no target position) authors the layer; another collision
+    approximation sets the token on the mesh colliders, but not into or out of decomposition. Each rebuild
+    equals a cold conversion, byte for byte."""
     from usdforge.rules.robot import writer
     from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
 
@@ -213,6 +214,10 @@ def test_a_drive_edit_is_patched_into_the_cached_layers(kind, folder, monkeypatc
              ({"joint_drive": None}, [False])] if kind == "urdf" else \
         [({"override_gain_prm": (77.0,)}, [True, True]),
          ({"override_gain_prm": (77.0,), "override_bias_prm": (0.0, 0.0, -3.0)}, [False, True])]
+    # Another approximation token is patched too (mujoco holds none: restored); decomposition is another class.
+    last = edits[-1][0]
+    edits += [({**last, "collision_type": "Bounding Sphere"}, [True]),
+              ({**last, "collision_type": "Convex Decomposition"}, [])]
     work = folder / f"patched-{kind}"
     warnings.simplefilter("ignore")
     converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))

@@ -1,17 +1,20 @@
-"""A drive-gain edit patched into cached layers instead of re-authoring them.
+"""A drive-gain or collision-approximation edit patched into cached layers instead of re-authoring them.
 
 A robot's physics layer depends on the drive fields of its cfg (``pipeline.layer_keys.DRIVE_FIELDS``:
 URDF's ``joint_drive``, MJCF's ``override_*``) only through the values of a few attributes: each 1-DoF
 joint's ``DriveAPI`` attributes (``rules.robot.joints.drive_attributes``; MJCF adds the drive's target
 position), and for MJCF the mujoco layer's through each actuator's gain and bias. So a layer built from the
-same intermediate with the same other fields - the build cache keeps it under the unit ``UNDRIVEN[role]``,
+same intermediate with the same other fields - the build cache keeps it under the unit ``PATCH_BASES[role]``,
 whose key is the layer's key without the drive fields - differs from the one this cfg asks for in those
 values only, *when the same attributes are authored* (and the layer reads back as it was written):
 ``patched_layer`` then sets them on the cached layer
 (Sdf edits: no spec is created or removed, so the order of everything stays) and returns its bytes, which
 equal a cold conversion's (tests/test_layer_fields.py and bench/rebuild.py check it byte for byte).
 Otherwise (a drive added or removed, an attribute authored or not, another type) it returns None and the
-layer is authored as usual.
+layer is authored as usual. Likewise ``collision_type`` within one class of
+``rules.robot.layer_fields.PROJECTIONS`` (any approximation but decomposition) changes only the one
+``physics:approximation`` token of every mesh collider: the key of ``PATCH_BASES`` holds the class, and
+the patch sets the token.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 from pxr import Sdf
 
 from usdforge.rules.robot.joints import drive_attributes
-from usdforge.rules.robot.layer_reuse import UNDRIVEN
+from usdforge.rules.robot.layer_reuse import PATCH_BASES
 from usdforge.rules.robot.model import Robot
 from usdforge.rules.usd import layer as sdf
 
@@ -36,7 +39,7 @@ Wanted = tuple[list[str], list[tuple[str, Sdf.ValueTypeName, Any, bool]]] | None
 Patches = Callable[[str, Sdf.Path, dict[str, Sdf.Path]],
                    tuple[dict[Sdf.Path, Wanted], Callable[[str], bool], str] | None]
 
-ROLES = tuple(UNDRIVEN)
+ROLES = tuple(PATCH_BASES)
 _AXIS = {"revolute": "angular", "continuous": "angular", "prismatic": "linear"}
 
 
@@ -73,10 +76,12 @@ def urdf_patches(robot: Robot) -> Patches:
 
 
 def patched_layer(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[[str], bool],
-                  api_prefix: str) -> bytes | None:
+                  api_prefix: str, approximation: str | None = None) -> bytes | None:
     """``data`` (a cached usda layer) with the values of ``wanted``, or None when a prim of ``wanted`` does not
     hold exactly the patched attributes (``patched`` names) and API schemas (``api_prefix``) it lists, with
-    their types and variability, or a value is not finite (authoring then raises as it should)."""
+    their types and variability, or a value is not finite (authoring then raises as it should).
+    approximation: the ``physics:approximation`` token every mesh collider gets (colliders not decomposed:
+    the physics layer then authors that one token on each, ``rules.robot.geometry.Colliders``)."""
     layer = Sdf.Layer.CreateAnonymous("patch.usda")
     try:
         text = data.decode("utf-8")
@@ -107,6 +112,16 @@ def patched_layer(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable
                     or not _finite(value):
                 return None
             attribute.default = value
+    if approximation is not None:
+        stack = list(layer.pseudoRoot.nameChildren)
+        while stack:
+            spec = stack.pop()
+            attribute = spec.attributes.get("physics:approximation")
+            if attribute is not None:
+                if attribute.typeName != Sdf.ValueTypeNames.Token or attribute.variability != Sdf.VariabilityUniform:
+                    return None
+                attribute.default = approximation
+            stack.extend(spec.nameChildren)
     return layer.ExportToString().encode("utf-8")
 
 

@@ -44,7 +44,7 @@ from usdforge.rules.robot.articulation import author_articulations, author_robot
 from usdforge.rules.robot.geometry import Colliders, Shapes
 from usdforge.rules.robot.joints import Joints, joint_paths
 from usdforge.rules.robot.drive_patch import ROLES, Patches, patched_layer
-from usdforge.rules.robot.layer_reuse import UNDRIVEN, reused
+from usdforge.rules.robot.layer_reuse import PATCH_BASES, not_reused, reused
 from usdforge.rules.robot.layers import RobotLayers, source_name
 from usdforge.rules.robot.materials import Materials
 from usdforge.rules.robot.inertia import placeholder_inertial
@@ -188,7 +188,7 @@ class _RobotWriter:
         self.views: Callable[[str], Any] = views or (lambda role: options)
         self.restored = _restored(options.layered)
         if options.layered and patches is not None:
-            _patch_drives(self.restored, robot, patches)
+            _patch_drives(self.restored, robot, patches, self.views("physics"))
         self.layers = RobotLayers(usd_identifier(robot.name), out_dir, usd_file_name, options.layered,
                                   {role: files[name] for role, (name, files) in self.restored.items()})
         self.root = self.layers.root
@@ -320,23 +320,29 @@ class _RobotWriter:
         sdf.mass(spec, inertial.mass, inertial.center_of_mass, inertial.inertia)
 
 
-def _patch_drives(restored: dict[str, tuple[str, dict[str, bytes]]], robot: Robot, patches: Patches) -> None:
-    """Each layer a drive-gain edit changes (physics, MJCF's mujoco) as the edit makes it, from the one the
-    build cache holds without the drive fields (``rules.robot.drive_patch``), added to ``restored`` when the
-    edit changed values only: its authors are then not called."""
+def _patch_drives(restored: dict[str, tuple[str, dict[str, bytes]]], robot: Robot, patches: Patches,
+                  physics: UnitOptions) -> None:
+    """Each layer a drive-gain or collision-approximation edit changes (physics, MJCF's mujoco) as the edit
+    makes it, from the one the build cache holds without those fields (``rules.robot.drive_patch``), added
+    to ``restored`` when the edit changed values only: its authors are then not called. ``physics``: the
+    physics layer's options (the approximation token, unless colliders are decomposed: parts then carry
+    their own)."""
     root = Sdf.Path.absoluteRootPath.AppendChild(usd_identifier(robot.name))
     paths = None
     for role in ROLES:
         name = ROBOT_LAYER_FILES[role]
-        cached = reused(UNDRIVEN[role]) if role not in restored else None
+        cached = reused(PATCH_BASES[role]) if role not in restored else None
         if cached is None or name not in cached:
             continue
         if paths is None:
             paths = joint_paths(root, robot)
         wanted = patches(role, root, paths)
-        patched = patched_layer(cached[name], *wanted) if wanted is not None else None
+        approximation = None if role != "physics" or physics.decompose else physics.mesh_approximation
+        patched = patched_layer(cached[name], *wanted, approximation) if wanted is not None else None
         if patched is not None:
             restored[role] = (name, {name: patched})
+        else:
+            not_reused(PATCH_BASES[role])
 
 
 def _restored(layered: bool) -> dict[str, tuple[str, dict[str, bytes]]]:
