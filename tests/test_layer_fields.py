@@ -230,6 +230,28 @@ def test_a_drive_edit_is_patched_into_the_cached_layers(kind, folder, monkeypatc
         assert units(work / "out") == units(work / f"cold{step}")
 
 
+def test_a_layer_that_does_not_read_back_as_written_is_not_patched():
+    """The patch is refused (the layer authored instead) when the cached layer does not read back as it was
+    written - an empty metadata block "( )" reads back as none - or holds another type than asked for."""
+    from pxr import Sdf
+
+    from usdforge.rules.robot.drive_patch import patched_layer
+
+    layer = Sdf.Layer.CreateAnonymous("t.usda")
+    spec = Sdf.CreatePrimInLayer(layer, "/r/j")
+    spec.specifier = Sdf.SpecifierDef
+    Sdf.AttributeSpec(spec, "drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float).default = 1.0
+    text = layer.ExportToString()
+    want = {Sdf.Path("/r/j"): ([], [("drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float, 2.0, False)])}
+    args = (lambda name: name.startswith("drive:"), "PhysicsDriveAPI:")
+    assert b"= 2" in patched_layer(text.encode(), want, *args)
+    quirk = text.replace('def "j"\n', 'def "j" (\n    )\n', 1)
+    assert quirk != text and patched_layer(quirk.encode(), want, *args) is None
+    double = {path: ([], [(name, Sdf.ValueTypeNames.Double, value, uniform)]) for path, (_, [(name, _, value, uniform)])
+              in want.items()}
+    assert patched_layer(text.encode(), double, *args) is None
+
+
 def test_view_raises_on_undeclared_fields():
     from usdforge.schemas import UrdfConverterCfg
 

@@ -20,6 +20,7 @@ the patch sets the token.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -85,12 +86,11 @@ def patched_layer(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable
     layer = Sdf.Layer.CreateAnonymous("patch.usda")
     try:
         text = data.decode("utf-8")
-        # Only a layer that reads back as it was written: some authored states do not (an emptied
-        # ``apiSchemas`` list op writes "( )", which reads back as no metadata at all).
-        if not layer.ImportFromString(text) or layer.ExportToString() != text:
+        if not layer.ImportFromString(text):
             return None
     except (UnicodeDecodeError, RuntimeError):  # pxr raises Tf errors as RuntimeError subclasses
         return None
+    names: set[str] = set()  # the attributes given values
     for path, want in wanted.items():
         spec = layer.GetPrimAtPath(path)
         if spec is None:
@@ -112,6 +112,7 @@ def patched_layer(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable
                     or not _finite(value):
                 return None
             attribute.default = value
+            names.add(name)
     if approximation is not None:
         stack = list(layer.pseudoRoot.nameChildren)
         while stack:
@@ -121,8 +122,30 @@ def patched_layer(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable
                 if attribute.typeName != Sdf.ValueTypeNames.Token or attribute.variability != Sdf.VariabilityUniform:
                     return None
                 attribute.default = approximation
+                names.add("physics:approximation")
             stack.extend(spec.nameChildren)
-    return layer.ExportToString().encode("utf-8")
+    out = layer.ExportToString()
+    return out.encode("utf-8") if _only_values_differ(text, out, names) else None
+
+
+def _only_values_differ(before: str, after: str, names: set[str]) -> bool:
+    """Whether ``after`` is ``before`` but for the value lines of attributes in ``names``: the layer read back
+    as it was written (some authored states do not: an emptied ``apiSchemas`` list op is written "( )" and
+    reads back as no metadata at all), so the patched bytes are what authoring the new values writes."""
+    old, new = before.splitlines(), after.splitlines()
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old, new):
+        if a != b:
+            match = _VALUE_LINE.match(b)
+            if match is None or match.group(1) not in names or _VALUE_LINE.match(a) is None \
+                    or _VALUE_LINE.match(a).group(1) != match.group(1):
+                return False
+    return True
+
+
+#: An attribute's value line in usda: ``[uniform] <type> <name> = <value>``.
+_VALUE_LINE = re.compile(r"^\s*(?:uniform\s+)?\S+\s+(\S+)\s+=\s")
 
 
 def _finite(value: Any) -> bool:
