@@ -244,7 +244,7 @@ def test_a_layer_that_does_not_read_back_as_written_is_not_patched():
     text = layer.ExportToString()
     want = {Sdf.Path("/r/j"): ([], [("drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float, 2.0, False)])}
     args = (lambda name: name.startswith("drive:"), "PhysicsDriveAPI:")
-    assert b"= 2" in patched_layer(text.encode(), want, *args)
+    assert b"= 2" in patched_layer(text.encode(), want, *args)[0]
     quirk = text.replace('def "j"\n', 'def "j" (\n    )\n', 1)
     assert quirk != text and patched_layer(quirk.encode(), want, *args) is None
     double = {path: ([], [(name, Sdf.ValueTypeNames.Double, value, uniform)]) for path, (_, [(name, _, value, uniform)])

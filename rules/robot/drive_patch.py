@@ -77,13 +77,16 @@ def urdf_patches(robot: Robot) -> Patches:
 
 
 def patched_layer(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[[str], bool],
-                  api_prefix: str, approximation: str | None = None) -> bytes | None:
+                  api_prefix: str, approximation: str | None = None,
+                  identifier: str | None = None) -> tuple[bytes, Sdf.Layer] | None:
     """``data`` (a cached usda layer) with the values of ``wanted``, or None when a prim of ``wanted`` does not
     hold exactly the patched attributes (``patched`` names) and API schemas (``api_prefix``) it lists, with
     their types and variability, or a value is not finite (authoring then raises as it should).
     approximation: the ``physics:approximation`` token every mesh collider gets (colliders not decomposed:
-    the physics layer then authors that one token on each, ``rules.robot.geometry.Colliders``)."""
-    layer = Sdf.Layer.CreateAnonymous("patch.usda")
+    the physics layer then authors that one token on each, ``rules.robot.geometry.Colliders``).
+    identifier: the patched layer's (its future path, ``rules.usd.layer.new_layer``), so that it can be held
+    open for the Isaac Lab cfg instead of being read back from its file. Returns (bytes, the layer)."""
+    layer = sdf.new_layer(identifier) if identifier is not None else Sdf.Layer.CreateAnonymous("patch.usda")
     try:
         text = data.decode("utf-8")
         if not layer.ImportFromString(text):
@@ -125,7 +128,7 @@ def patched_layer(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable
                 names.add("physics:approximation")
             stack.extend(spec.nameChildren)
     out = layer.ExportToString()
-    return out.encode("utf-8") if _only_values_differ(text, out, names) else None
+    return (out.encode("utf-8"), layer) if _only_values_differ(text, out, names) else None
 
 
 def _only_values_differ(before: str, after: str, names: set[str]) -> bool:

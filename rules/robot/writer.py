@@ -44,6 +44,7 @@ from usdforge.rules.robot.articulation import author_articulations, author_robot
 from usdforge.rules.robot.geometry import Colliders, Shapes
 from usdforge.rules.robot.joints import Joints, joint_paths
 from usdforge.rules.robot.drive_patch import ROLES, Patches, patched_layer
+from usdforge.rules.robot.isaaclab_cfg import hold_saved
 from usdforge.rules.robot.layer_reuse import PATCH_BASES, not_reused, reused
 from usdforge.rules.robot.layers import RobotLayers, source_name
 from usdforge.rules.robot.materials import Materials
@@ -187,8 +188,10 @@ class _RobotWriter:
         self.options = options
         self.views: Callable[[str], Any] = views or (lambda role: options)
         self.restored = _restored(options.layered)
+        #: Layers patched from the build cache (``rules.robot.drive_patch``), held open for the Isaac Lab cfg.
+        self.patched: list[Sdf.Layer] = []
         if options.layered and patches is not None:
-            _patch_drives(self.restored, robot, patches, self.views("physics"))
+            self.patched = _patch_drives(self.restored, robot, patches, self.views("physics"), Path(out_dir))
         self.layers = RobotLayers(usd_identifier(robot.name), out_dir, usd_file_name, options.layered,
                                   {role: files[name] for role, (name, files) in self.restored.items()})
         self.root = self.layers.root
@@ -236,6 +239,7 @@ class _RobotWriter:
         geometry_file = self.layers.files["geometry"]
         contents = {geometry_file: cached_geometry} if cached_geometry else {}
         written = self.layers.save(self.robot.name, contents or None)
+        hold_saved(self.patched)  # the same bytes as their files: the Isaac Lab cfg reads them from memory
         if store_geometry is not None:
             store_geometry(geometry_file.read_bytes())
         if "materials" in self.restored:  # the textures the restored materials layer names
@@ -321,7 +325,7 @@ class _RobotWriter:
 
 
 def _patch_drives(restored: dict[str, tuple[str, dict[str, bytes]]], robot: Robot, patches: Patches,
-                  physics: UnitOptions) -> None:
+                  physics: UnitOptions, out_dir: Path) -> list[Sdf.Layer]:
     """Each layer a drive-gain or collision-approximation edit changes (physics, MJCF's mujoco) as the edit
     makes it, from the one the build cache holds without those fields (``rules.robot.drive_patch``), added
     to ``restored`` when the edit changed values only: its authors are then not called. ``physics``: the
@@ -329,6 +333,7 @@ def _patch_drives(restored: dict[str, tuple[str, dict[str, bytes]]], robot: Robo
     their own)."""
     root = Sdf.Path.absoluteRootPath.AppendChild(usd_identifier(robot.name))
     paths = None
+    layers = []
     for role in ROLES:
         name = ROBOT_LAYER_FILES[role]
         cached = reused(PATCH_BASES[role]) if role not in restored else None
@@ -338,11 +343,14 @@ def _patch_drives(restored: dict[str, tuple[str, dict[str, bytes]]], robot: Robo
             paths = joint_paths(root, robot)
         wanted = patches(role, root, paths)
         approximation = None if role != "physics" or physics.decompose else physics.mesh_approximation
-        patched = patched_layer(cached[name], *wanted, approximation) if wanted is not None else None
+        patched = patched_layer(cached[name], *wanted, approximation, str(out_dir / name)) \
+            if wanted is not None else None
         if patched is not None:
-            restored[role] = (name, {name: patched})
+            restored[role] = (name, {name: patched[0]})
+            layers.append(patched[1])
         else:
             not_reused(PATCH_BASES[role])
+    return layers
 
 
 def _restored(layered: bool) -> dict[str, tuple[str, dict[str, bytes]]]:
