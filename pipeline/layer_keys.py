@@ -14,8 +14,8 @@ import attrs
 
 from usdforge.pipeline.code_version import code_stamp, library_versions
 from usdforge.rules.outputs import ROBOT_LAYER_FILES, articulation_cfg_file_name, instanceable_meshes_path
-from usdforge.rules.robot.layer_fields import LAYER_FIELDS, READ_FIELDS, view
-from usdforge.rules.robot.layer_reuse import MESH_UNIT
+from usdforge.rules.robot.layer_fields import LAYER_FIELDS, PROJECTIONS, READ_FIELDS, view
+from usdforge.rules.robot.layer_reuse import MESH_UNIT, PATCH_BASES
 from usdforge.schemas import __version__
 
 #: Units reused through their own key. The geometry layer also has a finer key of its own (the hash of
@@ -53,7 +53,8 @@ def source_key(kind: str, cfg: Any, asset_sha: str, references: dict[str, str],
 def unit_files(usd_file_name: str) -> dict[str, str]:
     """Unit → its file, relative to the output folder (a robot's layers, its Isaac Lab cfg, the mesh rule's
     meshes layer)."""
-    return {**ROBOT_LAYER_FILES, "articulation_cfg": articulation_cfg_file_name(usd_file_name),
+    return {**ROBOT_LAYER_FILES, **{unit: ROBOT_LAYER_FILES[role] for role, unit in PATCH_BASES.items()},
+            "articulation_cfg": articulation_cfg_file_name(usd_file_name),
             MESH_UNIT: instanceable_meshes_path(usd_file_name)}
 
 
@@ -80,6 +81,15 @@ def mesh_unit_keys(cfg: Any, asset_sha: str, references: dict[str, str]) -> dict
                                 "fields": fields})}
 
 
+#: Cfg fields a rebuild patches into the cached physics (and MJCF's mujoco) layer instead of re-authoring it,
+#: by kind (``rules.robot.drive_patch``); ``collision_type`` is patched too, within its class of
+#: ``layer_fields.PROJECTIONS`` (the ``physics:approximation`` token). Those layers are also kept under a key
+#: without the drive fields and with the projected ``collision_type`` (the units of
+#: ``rules.robot.layer_reuse.PATCH_BASES``).
+DRIVE_FIELDS = {"urdf": ("joint_drive",),
+                "mjcf": ("override_gain_type", "override_bias_type", "override_gain_prm", "override_bias_prm")}
+
+
 def unit_keys(kind: str, cfg: Any, source: str) -> dict[str, str]:
     """{unit: key} of the units of a layered robot output that are reused on their own (``KEYED_UNITS``);
     empty for a mesh or a single-file output. A unit's fields are read through its ``FieldView``: a key
@@ -93,4 +103,11 @@ def unit_keys(kind: str, cfg: Any, source: str) -> dict[str, str]:
         seen = view(cfg, kind, unit)
         fields = {name: _plain(getattr(seen, name)) for name in LAYER_FIELDS[kind][unit]}
         keys[unit] = _digest({"unit": unit, "source": source, "fields": fields, "file": cfg.usd_file_name})
+        if unit in PATCH_BASES:
+            base = {name: value for name, value in fields.items() if name not in DRIVE_FIELDS[kind]}
+            if "collision_type" in base:  # only whether it decomposes: the token itself is patched
+                base["collision_type"] = PROJECTIONS["instances"]["collision_type"](cfg.collision_type)
+            if base != fields:
+                keys[PATCH_BASES[unit]] = _digest({"unit": PATCH_BASES[unit], "source": source, "fields": base,
+                                                   "file": cfg.usd_file_name})
     return keys

@@ -180,10 +180,8 @@ def test_a_physics_rebuild_names_colliders_from_the_mesh_record(folder, monkeypa
     decoded = []
     real = meshes.parts_from_bytes
     monkeypatch.setattr(meshes, "parts_from_bytes", lambda *a: decoded.append(1) or real(*a))
-    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
-
-    for step, stiffness in enumerate((300.0, 400.0)):  # physics and the Isaac Lab cfg only
-        edited = attrs.evolve(cfg, joint_drive=JointDriveCfg(gains=PDGainsCfg(stiffness=stiffness, damping=3.0)))
+    for step, density in enumerate((300.0, 400.0)):  # physics only (a drive edit is patched: no colliders named)
+        edited = attrs.evolve(cfg, link_density=density)
         store = Store(work / "cache", build=f"names{step}")
         converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=store)
         converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
@@ -198,6 +196,62 @@ def test_a_physics_rebuild_names_colliders_from_the_mesh_record(folder, monkeypa
                                 body["meta"], kind="mesh-geometry")
 
 
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_a_drive_edit_is_patched_into_the_cached_layers(kind, folder, monkeypatch):
+    """A drive-gain edit sets the new values on the physics (and MJCF's mujoco) layer the cache keeps without
+    the drive fields, authoring neither; an edit that changes which drive attributes are authored (no drives;
+    MJCF: a bias that leaves no stiffness, so no target position) authors the layer; another collision
+    approximation sets the token on the mesh colliders, but not into or out of decomposition. Each rebuild
+    equals a cold conversion, byte for byte."""
+    from usdforge.rules.robot import writer
+    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
+
+    patched: list[bool] = []
+    real = writer.patched_layer
+    monkeypatch.setattr(writer, "patched_layer", lambda *a: (r := real(*a), patched.append(r is not None))[0])
+    cfg = cfg_class(kind)(asset_path=str(folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")))
+    edits = [({"joint_drive": JointDriveCfg(gains=PDGainsCfg(stiffness=1234.0, damping=56.0))}, [True]),
+             ({"joint_drive": None}, [False])] if kind == "urdf" else \
+        [({"override_gain_prm": (77.0,)}, [True, True]),
+         ({"override_gain_prm": (77.0,), "override_bias_prm": (0.0, 0.0, -3.0)}, [False, True])]
+    # Another approximation token is patched too (mujoco holds none: restored); decomposition is another class.
+    last = edits[-1][0]
+    edits += [({**last, "collision_type": "Bounding Sphere"}, [True]),
+              ({**last, "collision_type": "Convex Decomposition"}, [])]
+    work = folder / f"patched-{kind}"
+    warnings.simplefilter("ignore")
+    converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    for step, (fields, expected) in enumerate(edits):
+        patched.clear()
+        edited = attrs.evolve(cfg, **fields)
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
+        assert patched == expected, fields
+        assert units(work / "out") == units(work / f"cold{step}")
+
+
+def test_a_layer_that_does_not_read_back_as_written_is_not_patched():
+    """The patch is refused (the layer authored instead) when the cached layer does not read back as it was
+    written - an empty metadata block "( )" reads back as none - or holds another type than asked for."""
+    from pxr import Sdf
+
+    from usdforge.rules.robot.drive_patch import patched_layer
+
+    layer = Sdf.Layer.CreateAnonymous("t.usda")
+    spec = Sdf.CreatePrimInLayer(layer, "/r/j")
+    spec.specifier = Sdf.SpecifierDef
+    Sdf.AttributeSpec(spec, "drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float).default = 1.0
+    text = layer.ExportToString()
+    want = {Sdf.Path("/r/j"): ([], [("drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float, 2.0, False)])}
+    args = (lambda name: name.startswith("drive:"), "PhysicsDriveAPI:")
+    assert b"= 2" in patched_layer(text.encode(), want, *args)[0]
+    quirk = text.replace('def "j"\n', 'def "j" (\n    )\n', 1)
+    assert quirk != text and patched_layer(quirk.encode(), want, *args) is None
+    double = {path: ([], [(name, Sdf.ValueTypeNames.Double, value, uniform)]) for path, (_, [(name, _, value, uniform)])
+              in want.items()}
+    assert patched_layer(text.encode(), double, *args) is None
+
+
 def test_view_raises_on_undeclared_fields():
     from usdforge.schemas import UrdfConverterCfg
 
@@ -210,7 +264,9 @@ def test_view_raises_on_undeclared_fields():
 
 @pytest.mark.parametrize("kind,unit,field", [("urdf", "base", "robot_type"), ("urdf", "instances", "make_instanceable"),
                                               ("urdf", "instances", "merge_mesh"), ("urdf", "physics", "collision_type"),
-                                              ("urdf", "physx", "self_collision"), ("mjcf", "instances", "collision_type")])
+                                              ("urdf", "physx", "self_collision"), ("mjcf", "instances", "collision_type"),
+                                              ("mjcf", "mujoco", "override_gain_prm"), ("mjcf", "mujoco", "merge_mesh"),
+                                              ("mjcf", "physics", "self_collision")])
 def test_an_author_reading_an_undeclared_field_raises(kind, unit, field, folder, monkeypatch):
     """The declarations are enforced on the layer authors: with ``field`` taken out of ``unit``'s
     declaration, a conversion (cold, then a rebuild after an edit that only physics and the Isaac Lab cfg
@@ -226,6 +282,39 @@ def test_an_author_reading_an_undeclared_field_raises(kind, unit, field, folder,
     with pytest.raises(UndeclaredField, match=f"the {unit} unit read the cfg field '{field}'"):
         converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
         converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out"), **edit), cache=Store(work / "cache"))
+
+
+def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch):
+    """After a PhysX-only edit of the MJCF fixture (sites, actuators, an equality, a keyframe), physics and
+    physx are re-authored and the other layers restored: no author, MJCF's own steps included, writes
+    anything into a restored layer's stand-in (it holds the robot's root prim only), so a cfg edit pays
+    for the layers it changes only. The rebuild equals a cold conversion."""
+    from pxr import Sdf
+
+    from usdforge.rules.robot.layers import RobotLayers
+
+    stand_ins: dict[str, Sdf.Layer] = {}
+    real = RobotLayers.save
+
+    def save(self, name, contents=None):
+        stand_ins.update({role: self.layers[role] for role in self.restored})
+        return real(self, name, contents)
+
+    monkeypatch.setattr(RobotLayers, "save", save)
+    cfg = cfg_class("mjcf")(asset_path=str(folder / "fx" / "layered.xml"), import_physics_scene=True)
+    work = folder / "restored-untouched"
+    warnings.simplefilter("ignore")
+    converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    assert stand_ins == {}
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    assert set(stand_ins) == {"base", "instances", "geometry", "materials", "newton", "mujoco"}
+    for role, layer in stand_ins.items():
+        paths: list[Sdf.Path] = []
+        layer.Traverse(Sdf.Path.absoluteRootPath, paths.append)
+        assert [p for p in paths if p.pathString.count("/") > 1 or p.IsPropertyPath()] == [], role
+    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
+    assert units(work / "out") == units(work / "cold")
 
 
 def test_docs_show_the_generated_map():

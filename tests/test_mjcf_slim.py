@@ -112,8 +112,30 @@ def test_a_cfg_edit_rebuilds_without_compiling(built, compiles):
     cfg = attrs.evolve(built["cfg"], override_gain_prm=(321.0,), usd_dir=str(built["root"] / "gain-inc"))
     converter_for("mjcf")(cfg, cache=store)
     assert not compiles and len(slim.compiles) == fallbacks and _hits(store, "mjcf-slim") == 1
+    assert "mjcf-meshes" not in store.stats()["last_build"]  # the shapes restored: no mesh array read
     converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(built["root"] / "gain-cold")), cache=False)
     assert _outputs(built["root"] / "gain-inc") == _outputs(built["root"] / "gain-cold")
+
+
+def test_the_meshes_arrays_are_read_when_the_shapes_are_authored(built):
+    """An edit that authors the shapes (``merge_mesh``) reads the meshes' arrays from their own entry (no
+    compile); with that entry forged, they come from a compile of the spec. Both equal a cold conversion."""
+    meshes_key = slim._meshes_key(built["key"])
+    fallbacks = len(slim.compiles)
+    rebuilt, cold, store = _rebuild(built, "meshes", merge_mesh=True)
+    assert rebuilt == cold and len(slim.compiles) == fallbacks and _hits(store, "mjcf-meshes") == 1
+    good = Store(built["root"] / "cache").get_entry(meshes_key).files["slim-meshes.bin"]
+    try:
+        size = int.from_bytes(good[:8], "little")
+        header = json.loads(good[8:8 + size])
+        header["sizes"]["nmeshvert"] += 1  # another model's meshes
+        text = json.dumps(header).encode()
+        Store(built["root"] / "cache").put_entry(meshes_key, {"slim-meshes.bin": len(text).to_bytes(8, "little")
+                                                              + text + good[8 + size:]})
+        rebuilt, cold, store = _rebuild(built, "meshes-forged", merge_mesh=True, make_instanceable=False)
+        assert rebuilt == cold and len(slim.compiles) == fallbacks + 1
+    finally:
+        Store(built["root"] / "cache").put_entry(meshes_key, {"slim-meshes.bin": good})
 
 
 def test_the_slim_model_reads_as_the_compiled_one(built):
@@ -125,7 +147,8 @@ def test_the_slim_model_reads_as_the_compiled_one(built):
     mujoco.mj_kinematics(model, data)
     decoded = slim.decode(slim.encode(model, data, ["a warning"]))
     fallback = slim._Fallback(lambda: (model, data))
-    seen, seen_data = slim.SlimModel(decoded, fallback), slim.SlimData(decoded, fallback)
+    seen = slim.SlimModel(decoded, fallback, lambda: slim.decode_meshes(slim.encode_meshes(model), decoded))
+    seen_data = slim.SlimData(decoded, fallback)
     for name in slim.FIELDS:
         got, want = getattr(seen, name), getattr(model, name)
         assert got.dtype == want.dtype and np.array_equal(got, want), name

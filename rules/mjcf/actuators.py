@@ -15,6 +15,8 @@ dynamics, ranges, with the cfg's ``override_*`` fields applied. Joint coordinate
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import mujoco
 import numpy as np
@@ -22,7 +24,7 @@ from pxr import Sdf
 
 from usdforge.rules.mjcf.bodies import BodyMap, joint_ref
 from usdforge.rules.mjcf.load import LoadedModel
-from usdforge.rules.mjcf.usd import MjcfUsd, limited_token, relationship, set_all, set_custom
+from usdforge.rules.mjcf.usd import MjcfUsd, limited_token, relationship, set_all, set_custom, typed
 from usdforge.rules.robot.model import Drive, Robot
 from usdforge.rules.usd.stage import unique_name
 from usdforge.schemas.mjcf_cfg import ACTUATOR_PRM_SIZE, MjcfConverterCfg
@@ -135,20 +137,42 @@ def _target(usd: MjcfUsd, actuator: int) -> tuple[Sdf.Path | None, str]:
     return None, f"transmission type {kind}"
 
 
+def actuator_prim_paths(model: mujoco.MjModel, scope: Sdf.Path) -> list[Sdf.Path]:
+    """Each actuator's prim path in ``scope`` (``/<robot>/Actuators``), by actuator id."""
+    taken: set[str] = set()
+    return [scope.AppendChild(unique_name(model.actuator(a).name or f"actuator{a}", taken)) for a in range(model.nu)]
+
+
+#: The actuator attributes the cfg's ``override_*`` fields decide, in the order they are authored.
+GAIN_BIAS = ("mjc:gainType", "mjc:gainPrm", "mjc:biasType", "mjc:biasPrm")
+
+
+def gain_bias(params: ActuatorParams) -> dict[str, Any]:
+    """``GAIN_BIAS`` → its value for an actuator."""
+    return dict(zip(GAIN_BIAS, (params.gaintype, params.gainprm, params.biastype, params.biasprm)))
+
+
+def actuator_patches(model: mujoco.MjModel, root: Sdf.Path, cfg: MjcfConverterCfg) -> dict[Sdf.Path, Any]:
+    """Actuator prim → its gain and bias attributes as the mujoco layer holds them (``rules.robot.drive_patch``)."""
+    paths = actuator_prim_paths(model, root.AppendChild("Actuators"))
+    return {paths[a]: ([], [(name, *typed(name, value)) for name, value in gain_bias(actuator_params(model, a, cfg)).items()])
+            for a in range(model.nu)}
+
+
 def author_actuators(usd: MjcfUsd, cfg: MjcfConverterCfg) -> None:
     """One ``MjcActuator`` prim per actuator in the mujoco layer (see the module docstring)."""
     model = usd.loaded.model
     if model.nu == 0:
         return
     scope = usd.mujoco_scope("Actuators")
-    taken: set[str] = set()
+    paths = actuator_prim_paths(model, scope)
     for actuator in range(model.nu):
         source = model.actuator(actuator).name
         target, what = _target(usd, actuator)
         if target is None:
             usd.warnings.append(f"actuator '{source or actuator}' acts on {what}, which has no USD prim "
                                 f"(a free joint); kept without a target")
-        path = scope.AppendChild(unique_name(source or f"actuator{actuator}", taken))
+        path = paths[actuator]
         prim = usd.define("mujoco", path, "MjcActuator")
         usd.actuator_paths[actuator] = path
         set_custom(prim, "usdforge:sourceName", source or f"actuator{actuator}")
@@ -186,8 +210,7 @@ def author_actuators(usd: MjcfUsd, cfg: MjcfConverterCfg) -> None:
             "mjc:jointInParent": kind == TRN_JOINTINPARENT,
             "mjc:dynType": DYN_TOKENS[int(model.actuator_dyntype[actuator])],
             "mjc:dynPrm": model.actuator_dynprm[actuator],
-            "mjc:gainType": params.gaintype, "mjc:gainPrm": params.gainprm,
-            "mjc:biasType": params.biastype, "mjc:biasPrm": params.biasprm,
+            **gain_bias(params),
             # A plugin actuator's activations are the plugin's (rules.mjcf.lost): none without it.
             "mjc:actDim": int(model.actuator_actnum[actuator]) if model.actuator_plugin[actuator] < 0 else 0,
             "mjc:actEarly": bool(model.actuator_actearly[actuator]),

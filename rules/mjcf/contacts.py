@@ -85,23 +85,26 @@ def classes_collide(a: tuple[int, int], b: tuple[int, int]) -> bool:
 def author_physics_materials(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]]) -> None:
     """One physics material per distinct friction, bound to the colliders (see the module docstring)."""
     model = usd.loaded.model
+    if not (usd.authored("physics") or usd.authored("newton")):
+        return
     physics = usd.ctx.stage("physics")
     scope = usd.scope("PhysicsMaterials")
     materials: dict[tuple[float, float, float], Sdf.Path] = {}
     for geom in sorted(colliders):
         friction = tuple(round(float(v), 9) for v in model.geom_friction[geom])
         if friction not in materials:
-            if not materials:
-                UsdGeom.Scope.Define(physics, scope)
             path = scope.AppendChild(f"friction_{len(materials)}")
-            material = UsdShade.Material.Define(physics, path)
-            api = UsdPhysics.MaterialAPI.Apply(material.GetPrim())
-            api.CreateStaticFrictionAttr(friction[0])
-            api.CreateDynamicFrictionAttr(friction[0])
+            if usd.authored("physics"):
+                if not materials:
+                    UsdGeom.Scope.Define(physics, scope)
+                material = UsdShade.Material.Define(physics, path)
+                api = UsdPhysics.MaterialAPI.Apply(material.GetPrim())
+                api.CreateStaticFrictionAttr(friction[0])
+                api.CreateDynamicFrictionAttr(friction[0])
             set_all(usd.spec("newton", path), {"newton:torsionalFriction": friction[1],
                                                    "newton:rollingFriction": friction[2]}, ["NewtonMaterialAPI"])
             materials[friction] = path
-        for path in colliders[geom]:
+        for path in colliders[geom] if usd.authored("physics") else ():
             spec = usd.spec("physics", path)
             sdf.apply_schemas(spec, "MaterialBindingAPI")
             sdf.relationship(spec, "material:binding", [materials[friction]])
@@ -111,6 +114,8 @@ def author_physics_materials(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]])
 def author_collision_parameters(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]]) -> None:
     """``MjcCollisionAPI`` (and ``MjcMeshCollisionAPI``) on every collider prim."""
     model, spec = usd.loaded.model, usd.loaded.spec
+    if not (usd.authored("mujoco") or usd.authored("newton")):
+        return
     # MjSpec's element lists are rebuilt on every access: taken once (per geom, it was O(N²)).
     spec_geoms, spec_meshes = list(spec.geoms), list(spec.meshes)
     for geom in sorted(colliders):
@@ -150,6 +155,8 @@ def author_collision_parameters(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path
 def author_collision_groups(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]]) -> None:
     """CollisionGroups for contype/conaffinity classes that do not all collide (see the module docstring)."""
     model = usd.loaded.model
+    if not usd.authored("physics"):
+        return
     classes: dict[tuple[int, int], list[Sdf.Path]] = {}
     for geom in sorted(colliders):
         classes.setdefault(contact_class(model, geom), []).extend(colliders[geom])
@@ -266,6 +273,8 @@ def author_filtered_pairs(usd: MjcfUsd, self_collision: bool) -> None:
     """FilteredPairsAPI on the first body of every pair of ``never_touching_bodies``, targeting the other
     (MuJoCo's decoder reads these as ``<exclude>``); ``physics:collisionEnabled`` on the joints whose
     bodies MuJoCo lets collide."""
+    if not usd.authored("physics"):
+        return
     never = never_touching_bodies(usd, self_collision)
     for name in colliding_joints(usd, never):
         sdf.attribute(usd.spec("physics", usd.ctx.joint_paths[name]), "physics:collisionEnabled",

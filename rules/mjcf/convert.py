@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
+from pxr import Sdf
 
 from usdforge.rules.conversion_warnings import note, warn
 from usdforge.rules.errors import ConversionError
 from usdforge.rules.usd.finite import names_the_asset
-from usdforge.rules.mjcf.actuators import TRN_JOINT, apply_drives, author_actuators
+from usdforge.rules.mjcf.actuators import GAIN_BIAS, TRN_JOINT, actuator_patches, apply_drives, author_actuators
 from usdforge.rules.mjcf.bodies import read_bodies
 from usdforge.rules.mjcf.contacts import author_contacts, collider_paths
 from usdforge.rules.mjcf.dynamics import author_body_dynamics, author_joint_dynamics
@@ -34,6 +36,10 @@ from usdforge.rules.mjcf.slim import empty_model, slim_or_compiled
 from usdforge.rules.mjcf.tendons import author_tendons
 from usdforge.rules.mjcf.usd import MjcfUsd
 from usdforge.rules.outputs import resolve_usd_file_name
+from usdforge.rules.robot.drive_patch import Patches, joint_drives, urdf_patches
+from usdforge.rules.robot.layer_fields import view
+from usdforge.rules.robot.model import Robot
+from usdforge.schemas.units import radians_to_degrees
 from usdforge.rules.robot.isaaclab_cfg import saved_layers_held, write_articulation_cfg
 from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.writer import RobotUsdContext, RobotUsdOptions, unit_options, write_robot
@@ -122,6 +128,29 @@ def _keyframe(model: mujoco.MjModel, cfg: MjcfConverterCfg, asset: Path) -> int 
     return names.index(name)
 
 
+def _drive_patches(robot: Robot, model: mujoco.MjModel, targets: dict[str, float], cfg: Any) -> Patches:
+    """What the ``override_*`` fields decide in the layers (``rules.robot.drive_patch``): the physics layer's
+    drives with their target positions (``author_joint_dynamics``), the mujoco layer's actuator gains and
+    biases (``author_actuators``; ``cfg``: the mujoco layer's view)."""
+    drives = urdf_patches(robot)
+
+    def target(joint, axis: str) -> list:
+        if joint.name not in targets:
+            return []
+        value = targets[joint.name]
+        return [(f"drive:{axis}:physics:targetPosition", Sdf.ValueTypeNames.Float,
+                 float(radians_to_degrees(value) if axis == "angular" else value), False)]
+
+    def patches(role: str, root: Sdf.Path, joint_paths: dict[str, Sdf.Path]):
+        if role == "physics":
+            return joint_drives(robot, joint_paths, target), *drives(role, root, joint_paths)[1:]
+        if role == "mujoco":
+            return actuator_patches(model, root, cfg), lambda name: name in GAIN_BIAS, ""
+        return None
+
+    return patches
+
+
 @names_the_asset
 def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
@@ -136,7 +165,10 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
         # Builtin textures are rendered to PNGs here; the writer copies each into textures/.
         meshes = MeshLibrary()
         geoms = read_geoms(loaded, robot, bodies, Path(scratch), meshes, cfg.collision_from_visuals)
-        targets = apply_drives(robot, loaded, bodies, cfg)
+        # Each step below reads the cfg through the view of the layer it writes (rules.robot.layer_fields):
+        # a field the layer does not declare raises UndeclaredField, so its reuse key cannot miss one.
+        physics_cfg, mujoco_cfg = view(cfg, "mjcf", "physics"), view(cfg, "mjcf", "mujoco")
+        targets = apply_drives(robot, loaded, bodies, physics_cfg)
         messages = list(loaded.warnings) + joint_mimics(robot, loaded, bodies) + lost_elements(model)
         usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
         options = RobotUsdOptions.from_cfg(cfg)
@@ -147,22 +179,23 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
             joint_prims.update({name: path.name for name, path in ctx.joint_paths.items()})
             usd = MjcfUsd(loaded, robot, bodies, geoms, ctx)
             author_sites(usd)
-            author_tendons(usd, cfg.merge_mesh)
-            author_actuators(usd, cfg)
+            author_tendons(usd, mujoco_cfg.merge_mesh)
+            author_actuators(usd, mujoco_cfg)
             author_records(usd)
             author_joint_dynamics(usd, targets)
             author_body_dynamics(usd)
-            author_contacts(usd, cfg.self_collision)
+            author_contacts(usd, physics_cfg.self_collision)
             author_plugin_data(usd, collider_paths(usd), usd.actuator_paths)
             author_loop_closures(usd)
             author_joint_equalities(usd)
-            if cfg.import_physics_scene:
+            if physics_cfg.import_physics_scene:
                 author_scene(usd)
             messages.extend(usd.warnings)
 
         with saved_layers_held(cfg.articulation_cfg):
             written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes,
-                                  author_extra=author_mujoco, views=unit_options(cfg, "mjcf"))
+                                  author_extra=author_mujoco, views=unit_options(cfg, "mjcf"),
+                                  patches=_drive_patches(robot, model, targets, mujoco_cfg))
             if cfg.articulation_cfg:
                 pose = None
                 if keyframe is not None:  # the keyframe's hinge and slide positions, in USD joint coordinates

@@ -82,6 +82,8 @@ def author_joint_dynamics(usd: MjcfUsd, drive_targets: dict[str, float]) -> None
             newton["newton:limitStiffness"], newton["newton:limitDamping"] = spring
         set_all(usd.spec("newton", path), newton, ["NewtonJointAPI"])
         physics = usd.spec("physics", path)
+        if physics is None:
+            continue
         if kind != BALL:
             # MuJoCo's zero, folded into the rest pose (docs/usd_layout.md): q_usd = q_mujoco - ref.
             set_custom(physics, "usdforge:ref", float(model.qpos0[qpos]))
@@ -105,16 +107,21 @@ def author_body_dynamics(usd: MjcfUsd) -> None:
         path = usd.ctx.link_paths[link]
         if link in usd.bodies.static:
             physics = usd.spec("physics", path)
+            if physics is None:
+                continue
             if physics.HasInfo("apiSchemas"):
                 kept = [n for n in physics.GetInfo("apiSchemas").prependedItems
                         if n not in ("PhysicsRigidBodyAPI", "PhysicsMassAPI")]
-                physics.SetInfo("apiSchemas", Sdf.TokenListOp.Create(prependedItems=kept))
+                if kept:
+                    physics.SetInfo("apiSchemas", Sdf.TokenListOp.Create(prependedItems=kept))
+                else:  # no list op at all: an empty one is written as "( )", which reads back as nothing
+                    physics.ClearInfo("apiSchemas")
             for name in _RIGID_ATTRIBUTES:
                 if name in physics.attributes:
                     physics.RemoveProperty(physics.attributes[name])
             continue
         gravcomp = float(model.body_gravcomp[body]) if body > 0 else 0.0
-        if gravcomp == 0.0:
+        if gravcomp == 0.0 or not usd.authored("mujoco"):
             continue
         if 0.0 <= gravcomp <= 1.0:
             author_cfg(usd.ctx.prim("mujoco", path), MujocoRigidBodyPropertiesCfg(gravcomp=gravcomp))

@@ -153,7 +153,7 @@ def author_loop_closures(usd: MjcfUsd) -> None:
         if kind == WELD:
             values["mjc:torqueScale"] = float(model.eq_data[equality, 10])
             schema = "MjcEqualityWeldAPI"
-        set_all(usd.ctx.prim("mujoco", path), values, ["MjcEqualityAPI", schema])
+        set_all(usd.prim("mujoco", path), values, ["MjcEqualityAPI", schema])
 
 
 def _body_rotation(usd: MjcfUsd, path: Sdf.Path | None) -> np.ndarray:
@@ -167,7 +167,7 @@ def _body_rotation(usd: MjcfUsd, path: Sdf.Path | None) -> np.ndarray:
 def author_joint_equalities(usd: MjcfUsd) -> None:
     """``MjcEqualityJointAPI`` on mimic followers; other equalities as custom data on the root."""
     model = usd.loaded.model
-    root = usd.ctx.prim("mujoco", usd.root)
+    root = usd.prim("mujoco", usd.root)
     mimics = {joint.name for joint in usd.robot.joints if joint.mimic is not None}
     used: set[str] = set()
     for equality in range(model.neq):
@@ -178,13 +178,14 @@ def author_joint_equalities(usd: MjcfUsd) -> None:
             used.add(follower)
             path = usd.ctx.joint_paths[follower]
             coef = model.eq_data[equality]
-            set_all(usd.ctx.prim("mujoco", path), {
+            set_all(usd.prim("mujoco", path), {
                 "mjc:coef2": coef[2], "mjc:coef3": coef[3], "mjc:coef4": coef[4],
                 "mjc:solref": model.eq_solref[equality], "mjc:solimp": model.eq_solimp[equality]},
                 ["MjcEqualityJointAPI"])
-            newton = usd.ctx.prim("newton", path)
-            newton.CreateAttribute("newton:mimicEnabled", Sdf.ValueTypeNames.Bool, custom=False).Set(
-                bool(model.eq_active0[equality]))
+            newton = usd.prim("newton", path)
+            if newton is not None:
+                newton.CreateAttribute("newton:mimicEnabled", Sdf.ValueTypeNames.Bool, custom=False).Set(
+                    bool(model.eq_active0[equality]))
             if np.any(coef[2:5]):
                 usd.warnings.append(f"joint equality '{name}': its polynomial terms of order 2–4 are kept in "
                                     "MjcEqualityJointAPI only (mimic couplings are linear)")

@@ -168,6 +168,11 @@ class MaterialLibrary:
         return self._materials[key]
 
 
+def mesh_part_name(model: mujoco.MjModel, mesh: int) -> str:
+    """The name of ``mujoco_mesh_part``'s part (no array read)."""
+    return model.mesh(mesh).name or f"mesh{mesh}"
+
+
 def mujoco_mesh_part(model: mujoco.MjModel, mesh: int) -> MeshPart:
     """MuJoCo's compiled mesh as a mesh part: vertices (scale applied, mirrored ones re-wound) in MuJoCo's
     mesh frame, triangles, MuJoCo's normals with its per-corner indices, and face-varying texture
@@ -186,7 +191,7 @@ def mujoco_mesh_part(model: mujoco.MjModel, mesh: int) -> MeshPart:
                                  dtype=np.float64)
         uv = coordinates[model.mesh_facetexcoord[faces].reshape(-1)]
         uv[:, 1] = 1.0 - uv[:, 1]
-    name = model.mesh(mesh).name or f"mesh{mesh}"
+    name = mesh_part_name(model, mesh)
     return MeshPart(name, np.asarray(model.mesh_vert[vertices], dtype=np.float64),
                     np.asarray(model.mesh_face[faces], dtype=np.int64), normals=part_normals, uv=uv,
                     normal_indices=normal_indices)
@@ -236,10 +241,13 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
             name = usd_identifier(model.mesh(mesh).name or f"mesh{mesh}")
             key = (file.parent / f"{name}{file.suffix}") if file is not None else \
                 Path(loaded.path).parent / f"{name}.mesh"
-            part = mujoco_mesh_part(model, mesh)
-            if int(loaded.spec.meshes[mesh].inertia) == int(mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL):
-                part = part._replace(mass_model="shell")  # on every geom using it, visual ones included
-            library.provide(key, [part])
+            shell = int(loaded.spec.meshes[mesh].inertia) == int(mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL)
+
+            def parts(mesh: int = mesh, shell: bool = shell) -> list[MeshPart]:
+                part = mujoco_mesh_part(model, mesh)  # the arrays are read only when the shapes are authored
+                return [part._replace(mass_model="shell") if shell else part]  # on every geom using it
+
+            library.provide_lazy(key, [mesh_part_name(model, mesh)], parts)
             meshes[mesh] = Geometry(kind="mesh", mesh=key)
         return meshes[mesh], pose
     raise ValueError(f"geom type {kind} has no USD geometry")

@@ -58,6 +58,10 @@ def author_sites(usd: MjcfUsd) -> None:
         path = _link_child(usd, int(model.site_bodyid[site]), "sites", name, taken)
         if path is None:
             continue
+        usd.site_paths[site] = path
+        set_all(usd.spec("mujoco", path), {"mjc:group": int(model.site_group[site])}, ["MjcSiteAPI"])
+        if not usd.authored("base"):
+            continue
         usd.define("base", path.GetParentPath(), "Scope")
         kind, size = int(model.site_type[site]), np.asarray(model.site_size[site], dtype=np.float64)
         scale = None
@@ -80,8 +84,6 @@ def author_sites(usd: MjcfUsd) -> None:
         sdf.attribute(spec, "purpose", token, "guide", uniform=True)
         sdf.xform(spec, pose_matrix(model.site_pos[site], model.site_quat[site]), scale)
         set_custom(spec, "usdforge:sourceName", name)
-        set_all(usd.spec("mujoco", path), {"mjc:group": int(model.site_group[site])}, ["MjcSiteAPI"])
-        usd.site_paths[site] = path
 
 
 def usd_qpos(model: mujoco.MjModel, qpos: np.ndarray) -> np.ndarray:
@@ -170,6 +172,8 @@ _MODES = {int(v): k.removeprefix("mjCAMLIGHT_").lower() for k, v in mujoco.mjtCa
 def author_cameras(usd: MjcfUsd) -> None:
     """Cameras as UsdGeom.Camera prims in their bodies."""
     model = usd.loaded.model
+    if not usd.authored("base"):
+        return
     base = usd.ctx.stage("base")
     taken: dict = {}
     extent = float(model.stat.extent)
@@ -205,6 +209,8 @@ def _direction_pose(position: np.ndarray, direction: np.ndarray) -> np.ndarray:
 def author_lights(usd: MjcfUsd) -> None:
     """Lights as UsdLux prims in their bodies."""
     model = usd.loaded.model
+    if not usd.authored("base"):
+        return
     base = usd.ctx.stage("base")
     taken: dict = {}
     kinds = mujoco.mjtLightType

@@ -79,12 +79,13 @@ def author_scene(usd: MjcfUsd) -> Sdf.Path:
     del values["mjc:option:iterations"], values["mjc:flag:gravity"]
     if 1.0 / steps == option.timestep:
         del values["mjc:option:timestep"]
-    set_all(usd.ctx.prim("mujoco", path), values, ["MjcSceneAPI"])
-    set_all(usd.ctx.prim("newton", path), {
+    set_all(usd.prim("mujoco", path), values, ["MjcSceneAPI"])
+    set_all(usd.prim("newton", path), {
         "newton:timeStepsPerSecond": steps, "newton:maxSolverIterations": int(option.iterations),
         "newton:gravityEnabled": not option.disableflags & int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)},
         ["NewtonSceneAPI"])
-    physx = usd.ctx.prim("physx", path)
-    physx.AddAppliedSchema("PhysxSceneAPI")
-    physx.CreateAttribute("physxScene:timeStepsPerSecond", Sdf.ValueTypeNames.UInt, custom=False).Set(steps)
+    physx = usd.prim("physx", path)
+    if physx is not None:
+        physx.AddAppliedSchema("PhysxSceneAPI")
+        physx.CreateAttribute("physxScene:timeStepsPerSecond", Sdf.ValueTypeNames.UInt, custom=False).Set(steps)
     return path

@@ -100,14 +100,21 @@ def _usd_value(type_name: Sdf.ValueTypeName, value: Any) -> Any:
     return value
 
 
-def set_typed(target: Usd.Prim | Sdf.PrimSpec, name: str, value: Any) -> None:
-    """Author a ``mjc:`` or ``newton:`` attribute with its schema type (see the tables), on a prim or, much
-    faster, on a prim spec of a layer."""
+def typed(name: str, value: Any) -> tuple[Sdf.ValueTypeName, Any, bool]:
+    """A ``mjc:`` or ``newton:`` attribute's schema type, ``value`` as USD holds it, and whether it is uniform."""
     type_name = MJC_TYPES.get(name) or NEWTON_TYPES.get(name) or (_T.Bool if name.startswith("mjc:flag:") else None)
     if type_name is None:
         raise KeyError(f"no schema type known for {name}")
     uniform = name == "newton:massModel" or not (name in _VARYING or name.startswith("newton:"))
-    value = _usd_value(type_name, value)
+    return type_name, _usd_value(type_name, value), uniform
+
+
+def set_typed(target: Usd.Prim | Sdf.PrimSpec | None, name: str, value: Any) -> None:
+    """Author a ``mjc:`` or ``newton:`` attribute with its schema type (see the tables), on a prim or, much
+    faster, on a prim spec of a layer; None (``MjcfUsd.spec`` of a restored layer): nothing."""
+    if target is None:
+        return
+    type_name, value, uniform = typed(name, value)
     if isinstance(target, Sdf.PrimSpec):
         sdf.attribute(target, name, type_name, value, uniform=uniform)
         return
@@ -115,10 +122,10 @@ def set_typed(target: Usd.Prim | Sdf.PrimSpec, name: str, value: Any) -> None:
     target.CreateAttribute(name, type_name, custom=False, variability=variability).Set(value)
 
 
-def apply_schemas(target: Usd.Prim | Sdf.PrimSpec, schemas: Iterable[str]) -> None:
-    """Apply API schemas by name, each once."""
+def apply_schemas(target: Usd.Prim | Sdf.PrimSpec | None, schemas: Iterable[str]) -> None:
+    """Apply API schemas by name, each once (None: nothing)."""
     schemas = list(schemas)
-    if not schemas:
+    if not schemas or target is None:
         return
     if isinstance(target, Sdf.PrimSpec):
         sdf.apply_schemas(target, *schemas)
@@ -127,8 +134,10 @@ def apply_schemas(target: Usd.Prim | Sdf.PrimSpec, schemas: Iterable[str]) -> No
         target.AddAppliedSchema(schema)
 
 
-def set_all(target: Usd.Prim | Sdf.PrimSpec, values: dict[str, Any], schemas: Iterable[str] = ()) -> None:
-    """Apply ``schemas`` and author every attribute of ``values`` with its type."""
+def set_all(target: Usd.Prim | Sdf.PrimSpec | None, values: dict[str, Any], schemas: Iterable[str] = ()) -> None:
+    """Apply ``schemas`` and author every attribute of ``values`` with its type (None: nothing)."""
+    if target is None:
+        return
     apply_schemas(target, schemas)
     for name, value in values.items():
         set_typed(target, name, value)
@@ -152,8 +161,11 @@ def _custom_value(value: Any) -> tuple[Sdf.ValueTypeName, Any]:
     return _T.DoubleArray, Vt.DoubleArray([float(v) for v in value])
 
 
-def set_custom(target: Usd.Prim | Sdf.PrimSpec, name: str, value: Any) -> None:
-    """A namespaced custom attribute (source data without a schema): str, bool, int, float, number lists."""
+def set_custom(target: Usd.Prim | Sdf.PrimSpec | None, name: str, value: Any) -> None:
+    """A namespaced custom attribute (source data without a schema): str, bool, int, float, number lists
+    (None: nothing)."""
+    if target is None:
+        return
     type_name, value = _custom_value(value)
     if isinstance(target, Sdf.PrimSpec):
         sdf.attribute(target, name, type_name, value, custom=True)
@@ -161,9 +173,11 @@ def set_custom(target: Usd.Prim | Sdf.PrimSpec, name: str, value: Any) -> None:
         target.CreateAttribute(name, type_name, custom=True).Set(value)
 
 
-def relationship(target: Usd.Prim | Sdf.PrimSpec, name: str, targets: Iterable[Sdf.Path],
+def relationship(target: Usd.Prim | Sdf.PrimSpec | None, name: str, targets: Iterable[Sdf.Path],
                  custom: bool = False) -> None:
-    """A relationship with these targets."""
+    """A relationship with these targets (None: nothing)."""
+    if target is None:
+        return
     if isinstance(target, Sdf.PrimSpec):
         sdf.relationship(target, name, targets, custom=custom)
     else:
@@ -209,10 +223,22 @@ class MjcfUsd:
         self.define("mujoco", path, "Scope")
         return path
 
-    def spec(self, role: str, path: Sdf.Path) -> Sdf.PrimSpec:
-        """The prim spec at ``path`` in ``role``'s layer (an ``over`` unless the layer defines it)."""
-        return sdf.over(self.ctx.layer(role), path)
+    def authored(self, role: str) -> bool:
+        """Whether ``role``'s layer is authored in this conversion (False: its bytes are restored from the
+        build cache, ``rules.robot.layer_reuse``, and nothing may be spent writing it)."""
+        return self.ctx.authored(role)
 
-    def define(self, role: str, path: Sdf.Path, type_name: str = "") -> Sdf.PrimSpec:
-        """A ``def`` prim spec of ``type_name`` at ``path`` in ``role``'s layer."""
-        return sdf.prim(self.ctx.layer(role), path, type_name)
+    def spec(self, role: str, path: Sdf.Path) -> Sdf.PrimSpec | None:
+        """The prim spec at ``path`` in ``role``'s layer (an ``over`` unless the layer defines it); None when
+        that layer is restored: the ``set_*`` helpers above write nothing to None, and a step that writes
+        with ``rules.usd.layer`` itself asks ``authored`` first. So each step writes only the layers being
+        authored, and a cfg edit pays only for its layers."""
+        return sdf.over(self.ctx.layer(role), path) if self.authored(role) else None
+
+    def prim(self, role: str, path: Sdf.Path) -> Usd.Prim | None:
+        """The Usd prim at ``path`` on ``role``'s stage (an ``over`` unless defined); None when restored."""
+        return self.ctx.prim(role, path) if self.authored(role) else None
+
+    def define(self, role: str, path: Sdf.Path, type_name: str = "") -> Sdf.PrimSpec | None:
+        """A ``def`` prim spec of ``type_name`` at ``path`` in ``role``'s layer (None when it is restored)."""
+        return sdf.prim(self.ctx.layer(role), path, type_name) if self.authored(role) else None

@@ -24,6 +24,7 @@ imports Isaac Lab 3.0 only when it is loaded; usdforge never imports it.
 from __future__ import annotations
 
 import math
+import os
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -140,9 +141,34 @@ def _literal(value) -> str:
     return repr(value)
 
 
+#: Payload layers no fact of the cfg comes from (shapes, their materials and prototypes): left out of the
+#: stage it is read from (anymal_c: the stage opens in a third of the time).
+_UNREAD_LAYERS = ("instances", "materials", "geometry")
+
+
+def _facts_stage(usd_path: Path) -> Usd.Stage:
+    """The robot at ``usd_path`` as the cfg reads it: for a layered asset, a stage on the payload layers
+    but ``_UNREAD_LAYERS``, as sublayers in the payloads' order (strongest first) - the same opinions on the
+    same paths for every prim the cfg reads (bodies, joints, the scene); a single file as it is."""
+    from usdforge.rules.outputs import ROBOT_LAYER_FILES
+
+    interface = Sdf.Layer.FindOrOpen(str(usd_path))
+    root = interface.GetPrimAtPath(Sdf.Path.absoluteRootPath.AppendChild(interface.defaultPrim)) \
+        if interface is not None and interface.defaultPrim else None
+    payloads = list(root.payloadList.prependedItems) if root is not None else []
+    unread = {ROBOT_LAYER_FILES[role] for role in _UNREAD_LAYERS}
+    if not payloads or any(p.primPath != root.path for p in payloads):
+        return Usd.Stage.Open(str(usd_path))
+    stage_root = Sdf.Layer.CreateAnonymous("facts.usda")
+    stage_root.subLayerPaths = [os.path.normpath(usd_path.parent / p.assetPath) for p in payloads
+                                if p.assetPath not in unread]
+    stage_root.defaultPrim = interface.defaultPrim
+    return Usd.Stage.Open(stage_root)
+
+
 def render_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None) -> str:
     """The text of ``<stem>_cfg.py`` for the robot at ``usd_path`` (module docstring)."""
-    stage = Usd.Stage.Open(str(usd_path))
+    stage = _facts_stage(usd_path)
     root = stage.GetDefaultPrim()
     if not any(p.HasAPI(UsdPhysics.ArticulationRootAPI) for p in Usd.PrimRange(root)):
         return _render_rigid_object(usd_path, stage)

@@ -79,6 +79,29 @@ def joint_paths(root: Sdf.Path, robot: Robot, taken: set[str] | None = None) -> 
     return {joint.name: scope.AppendChild(unique_name(joint.name, taken)) for joint in robot.joints}
 
 
+def drive_attributes(joint: Joint, axis: str) -> tuple[str, list[tuple[str, Sdf.ValueTypeName, object, bool]]] | None:
+    """What the physics layer says of a 1-DoF joint's drive (``axis``: "angular" or "linear"): the
+    ``DriveAPI`` instance applied and its attributes in order, each (name, type, value in USD units, uniform);
+    None: no drive and no effort limit. The one place drive values are turned into USD (the joint author
+    and ``rules.robot.drive_patch`` use it)."""
+    drive = joint.drive
+    if drive is None and joint.effort is None:
+        return None
+    prefix = f"drive:{axis}:physics:"
+    gain = per_radian_to_per_degree if axis == "angular" else float
+    attributes: list[tuple[str, Sdf.ValueTypeName, object, bool]] = []
+    if drive is not None:
+        if drive.kind is not None:
+            attributes.append((prefix + "type", T.Token, drive.kind, True))
+        if drive.stiffness is not None:
+            attributes.append((prefix + "stiffness", T.Float, float(gain(drive.stiffness)), False))
+        if drive.damping is not None:
+            attributes.append((prefix + "damping", T.Float, float(gain(drive.damping)), False))
+    if joint.effort is not None:
+        attributes.append((prefix + "maxForce", T.Float, float(joint.effort), False))
+    return f"PhysicsDriveAPI:{axis}", attributes
+
+
 class Joints:
     """Writes the joints of ``robot`` between the bodies at ``link_paths`` (link name → prim path).
 
@@ -179,21 +202,13 @@ class Joints:
         sdf.custom_attributes(spec, joint.custom)
 
     def _drive(self, spec: Sdf.PrimSpec, joint: Joint, axis: str) -> None:
-        drive = joint.drive
-        if drive is None and joint.effort is None:
+        authored = drive_attributes(joint, axis)
+        if authored is None:
             return
-        sdf.apply_schemas(spec, f"PhysicsDriveAPI:{axis}")
-        prefix = f"drive:{axis}:physics:"
-        gain = per_radian_to_per_degree if axis == "angular" else float
-        if drive is not None:
-            if drive.kind is not None:
-                sdf.attribute(spec, prefix + "type", T.Token, drive.kind, uniform=True)
-            if drive.stiffness is not None:
-                sdf.attribute(spec, prefix + "stiffness", T.Float, float(gain(drive.stiffness)))
-            if drive.damping is not None:
-                sdf.attribute(spec, prefix + "damping", T.Float, float(gain(drive.damping)))
-        if joint.effort is not None:
-            sdf.attribute(spec, prefix + "maxForce", T.Float, float(joint.effort))
+        api, attributes = authored
+        sdf.apply_schemas(spec, api)
+        for name, type_name, value, uniform in attributes:
+            sdf.attribute(spec, name, type_name, value, uniform=uniform)
 
     def _engine_joint_attributes(self, path: Sdf.Path, joint: Joint, angular: bool, k: int) -> None:
         """Mimic couplings and the joint data UsdPhysics has no attribute for, per engine layer."""

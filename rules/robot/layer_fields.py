@@ -12,9 +12,11 @@ declared fields (``UndeclaredField`` on any other): the key holds every declared
 
 Each layer's author in ``rules.robot.writer`` reads its options through the same view
 (``writer.unit_options``), so an author that reads a field its layer does not declare fails with
-``UndeclaredField``. What still reads the whole cfg: the URDF model rules (``rules.urdf.convert.apply_cfg``)
-and MJCF's own authoring callback (``rules.mjcf.convert``), which run before or beside the authors; for
-them the declarations are proven by tests: tests/test_layer_fields.py changes every field of every
+``UndeclaredField``. MJCF's own authoring steps (``rules.mjcf.convert``: drives, actuators, tendons,
+contacts, the scene) read the cfg through the view of the layer they write too, and write nothing into a
+layer restored from the cache (``rules.mjcf.usd.MjcfUsd.spec``). What still reads the whole cfg: the URDF
+model rules (``rules.urdf.convert.apply_cfg``), which run before the authors; for them, and for every
+unit, the declarations are proven by tests: tests/test_layer_fields.py changes every field of every
 converter cfg to another valid value and checks that only declaring units change bytes, that each unit
 keeps its bytes when every field it does not declare changes at once, and that rebuilds (one edit, or
 edits accumulated in one folder) equal cold conversions; bench/differential.py edits robot cfgs among its

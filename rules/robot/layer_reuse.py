@@ -36,6 +36,8 @@ def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str]) -> Iter
 
 #: The mesh rule's unit: the meshes layer of a ``make_instanceable`` output (``pipeline.layer_keys``).
 MESH_UNIT = "meshes"
+#: Layer → the unit holding it under its key without the drive fields (``rules.robot.drive_patch``).
+PATCH_BASES = {"physics": "physics_patch_base", "mujoco": "mujoco_patch_base"}
 
 #: Files a unit carries besides its own, by unit: the textures of a robot's materials layer and of the mesh
 #: rule's meshes layer (written by the same authoring pass and named by it), restored with it.
@@ -57,6 +59,14 @@ def reused(unit: str) -> dict[str, bytes] | None:
     restored.add(unit)
     # Under this output's name: a mesh's meshes layer is the same whatever the output is called.
     return {(files[unit] if name == own[0] else name): data for name, data in artifact.files.items()}
+
+
+def not_reused(unit: str) -> None:
+    """``unit``'s files from the cache were not used after all (a patch base that did not fit the edit):
+    ``store_units`` stores this conversion's in their place, the likelier base for the next edit."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope[3].discard(unit)
 
 
 #: Units whose bytes do not depend on their file's name (their key holds no file name): stored under

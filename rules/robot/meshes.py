@@ -365,6 +365,7 @@ class MeshLibrary:
         self._baked: dict[tuple[Path, tuple[float, float, float]], list[MeshPart]] = {}
         self._volumes: dict[tuple[Path, tuple[float, float, float]], VolumeProperties] = {}
         self._names: dict[Path, list[str]] = {}  # part names from the build cache's records (``part_names``)
+        self._lazy: dict[Path, Callable[[], list[MeshPart]]] = {}  # ``provide_lazy``
 
     def _read(self, path: Path) -> list[MeshPart]:
         active = _MESH_CACHE.get()
@@ -428,6 +429,8 @@ class MeshLibrary:
             request_ahead(wanted)
 
     def _file_parts(self, path: Path) -> list[MeshPart]:
+        if path in self._lazy and path not in self._files:
+            self._files[path] = list(self._lazy.pop(path)())
         cached = self._files.get(path)
         if cached is None:
             try:
@@ -453,6 +456,12 @@ class MeshLibrary:
         """Use ``parts`` (in the file's frame) for ``path`` instead of reading it: for a source reader that
         already holds the geometry (MJCF: MuJoCo's compiled meshes). ``path`` need not exist."""
         self._files[Path(path)] = list(parts)
+
+    def provide_lazy(self, path: Path, names: list[str], parts: Callable[[], list[MeshPart]]) -> None:
+        """``provide`` the parts ``parts()`` makes, made on first use: ``part_names`` gives ``names`` (which
+        must be theirs) without making them (MJCF: a rebuild that restores the shapes reads no mesh array)."""
+        self._names[Path(path)] = list(names)
+        self._lazy[Path(path)] = parts
 
     def missing_references(self, path: Path) -> list[Path]:
         """Files the mesh file names (textures, MTL) that do not exist."""

@@ -43,7 +43,9 @@ from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.robot.articulation import author_articulations, author_robot_schema
 from usdforge.rules.robot.geometry import Colliders, Shapes
 from usdforge.rules.robot.joints import Joints, joint_paths
-from usdforge.rules.robot.layer_reuse import reused
+from usdforge.rules.robot.drive_patch import ROLES, Patches, patched_layer
+from usdforge.rules.robot.isaaclab_cfg import hold_saved
+from usdforge.rules.robot.layer_reuse import PATCH_BASES, not_reused, reused
 from usdforge.rules.robot.layers import RobotLayers, source_name
 from usdforge.rules.robot.materials import Materials
 from usdforge.rules.robot.inertia import placeholder_inertial
@@ -114,16 +116,18 @@ def unit_options(cfg: Any, kind: str) -> Callable[[str], UnitOptions]:
 def write_robot(robot: Robot, out_dir: Path, usd_file_name: str, options: RobotUsdOptions = RobotUsdOptions(),
                 meshes: MeshLibrary | None = None,
                 author_extra: Callable[[RobotUsdContext], None] | None = None,
-                views: Callable[[str], UnitOptions] | None = None) -> list[Path]:
+                views: Callable[[str], UnitOptions] | None = None, patches: Patches | None = None) -> list[Path]:
     """Write ``robot`` into ``out_dir`` (main file ``usd_file_name``); return every file written.
 
     author_extra: called once everything of ``robot`` is authored and before the layers are saved, with a
         ``RobotUsdContext``: a format's own data (MJCF actuators, tendons …) goes into the same layers.
     views: role → the options that layer's author sees (``unit_options``: the cfg through the layer's
         declared fields); None: every author sees ``options``.
+    patches: what a drive-gain edit changes in the physics (and mujoco) layer (``rules.robot.drive_patch``):
+        with it, such a layer is patched from the build cache's copy without the drive fields when it can be.
     """
     return _RobotWriter(robot, Path(out_dir), usd_file_name, options, meshes or MeshLibrary(),
-                        author_extra=author_extra, views=views).write()
+                        author_extra=author_extra, views=views, patches=patches).write()
 
 
 class RobotUsdContext:
@@ -145,6 +149,11 @@ class RobotUsdContext:
     def prim(self, role: str, path: Sdf.Path) -> Usd.Prim:
         """The prim at ``path`` in ``role``'s layer (an ``over`` unless that layer defines it)."""
         return self._writer.layers.stage(role).OverridePrim(path)
+
+    def authored(self, role: str) -> bool:
+        """Whether ``role``'s layer is authored in this conversion (False: restored from the build cache; what
+        lands in its layer here is dropped, so a callback should not spend time writing it)."""
+        return self._writer.layers.authored(role)
 
     def layer(self, role: str) -> Sdf.Layer:
         """The Sdf layer of a role, for fast ``rules.usd.layer`` edits."""
@@ -173,12 +182,16 @@ class _RobotWriter:
 
     def __init__(self, robot: Robot, out_dir: Path, usd_file_name: str, options: RobotUsdOptions,
                  meshes: MeshLibrary, author_extra: Callable[[RobotUsdContext], None] | None = None,
-                 views: Callable[[str], UnitOptions] | None = None):
+                 views: Callable[[str], UnitOptions] | None = None, patches: Patches | None = None):
         self.author_extra = author_extra
         self.robot = robot
         self.options = options
         self.views: Callable[[str], Any] = views or (lambda role: options)
         self.restored = _restored(options.layered)
+        #: Layers patched from the build cache (``rules.robot.drive_patch``), held open for the Isaac Lab cfg.
+        self.patched: list[Sdf.Layer] = []
+        if options.layered and patches is not None:
+            self.patched = _patch_drives(self.restored, robot, patches, self.views("physics"), Path(out_dir))
         self.layers = RobotLayers(usd_identifier(robot.name), out_dir, usd_file_name, options.layered,
                                   {role: files[name] for role, (name, files) in self.restored.items()})
         self.root = self.layers.root
@@ -226,6 +239,7 @@ class _RobotWriter:
         geometry_file = self.layers.files["geometry"]
         contents = {geometry_file: cached_geometry} if cached_geometry else {}
         written = self.layers.save(self.robot.name, contents or None)
+        hold_saved(self.patched)  # the same bytes as their files: the Isaac Lab cfg reads them from memory
         if store_geometry is not None:
             store_geometry(geometry_file.read_bytes())
         if "materials" in self.restored:  # the textures the restored materials layer names
@@ -308,6 +322,35 @@ class _RobotWriter:
         if link.kinematic:
             sdf.attribute(spec, "physics:kinematicEnabled", T.Bool, True)
         sdf.mass(spec, inertial.mass, inertial.center_of_mass, inertial.inertia)
+
+
+def _patch_drives(restored: dict[str, tuple[str, dict[str, bytes]]], robot: Robot, patches: Patches,
+                  physics: UnitOptions, out_dir: Path) -> list[Sdf.Layer]:
+    """Each layer a drive-gain or collision-approximation edit changes (physics, MJCF's mujoco) as the edit
+    makes it, from the one the build cache holds without those fields (``rules.robot.drive_patch``), added
+    to ``restored`` when the edit changed values only: its authors are then not called. ``physics``: the
+    physics layer's options (the approximation token, unless colliders are decomposed: parts then carry
+    their own)."""
+    root = Sdf.Path.absoluteRootPath.AppendChild(usd_identifier(robot.name))
+    paths = None
+    layers = []
+    for role in ROLES:
+        name = ROBOT_LAYER_FILES[role]
+        cached = reused(PATCH_BASES[role]) if role not in restored else None
+        if cached is None or name not in cached:
+            continue
+        if paths is None:
+            paths = joint_paths(root, robot)
+        wanted = patches(role, root, paths)
+        approximation = None if role != "physics" or physics.decompose else physics.mesh_approximation
+        patched = patched_layer(cached[name], *wanted, approximation, str(out_dir / name)) \
+            if wanted is not None else None
+        if patched is not None:
+            restored[role] = (name, {name: patched[0]})
+            layers.append(patched[1])
+        else:
+            not_reused(PATCH_BASES[role])
+    return layers
 
 
 def _restored(layered: bool) -> dict[str, tuple[str, dict[str, bytes]]]:

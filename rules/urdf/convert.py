@@ -28,6 +28,7 @@ from usdforge.rules.robot.meshes import MeshLibrary
 from usdforge.rules.robot.merge import merge_fixed_joints, owner_of
 from usdforge.rules.robot.model import Geometry, Link, Robot, Shape
 from usdforge.rules.robot.writer import RobotUsdOptions, unit_options, write_robot
+from usdforge.rules.robot.drive_patch import urdf_patches
 from usdforge.rules.urdf.drives import apply_joint_drives
 from usdforge.rules.urdf.read import read_urdf
 from usdforge.rules.urdf.paths import UnresolvedUri, resolve_uri
@@ -197,7 +198,8 @@ def convert(cfg: UrdfConverterCfg, out_dir: Path) -> list[Path]:
     usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
     options = RobotUsdOptions.from_cfg(cfg)
     with saved_layers_held(cfg.articulation_cfg):
-        written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes, views=unit_options(cfg, "urdf"))
+        written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes, views=unit_options(cfg, "urdf"),
+                              patches=urdf_patches(robot))
         if cfg.articulation_cfg:
             written.append(write_articulation_cfg(Path(out_dir) / usd_file_name))
     return written
