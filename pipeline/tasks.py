@@ -223,8 +223,8 @@ def built_unchanged(task: Any, values: dict[str, Any], root: str, usd_dir: str, 
     inputs, outputs = values.get("inputs"), values.get("outputs")
     if not inputs or not outputs:
         return False
-    tools = _TOOLS.get((kind, usd_dir.rsplit("/", 2)[0]))  # usd_dir: <build>/usd/<name>, normal (task_specs)
-    if values.get("tools") != (tools or _tools(kind, usd_dir.rsplit("/", 2)[0])):
+    build_dir = usd_dir.rsplit("/", 2)[0]  # usd_dir: <build>/usd/<name>, absolute and normal (task_specs)
+    if values.get("tools") != _tools(kind, build_dir):
         return False
     if values.get("location") and values["location"] != absolute_location(source, packages):
         return False

@@ -8,7 +8,8 @@ every filter type is one of PNG's five) and unpacking the rows into the image's 
 either). So the same files are refused: a broken zlib stream, a stream that ends (or whose IDAT chunks
 end) before the last row, a row with an unknown filter type. Stricter than Pillow in one case: a zlib
 stream that ends cleanly before the last row (Pillow leaves the missing rows blank) is refused as
-truncated. As with Pillow, what follows the last row in the stream is not read, and the CRCs of the IDAT
+truncated. As with Pillow, what follows the last row in the stream is not read (extra data, or a stream
+cut off after it without its end and checksum, passes), and the CRCs of the IDAT
 chunks are not checked (the inflate and its lengths are what matter); ancillary chunks after the pixel
 data are not interpreted (they do not change the pixels).
 
@@ -73,14 +74,14 @@ def _stream_problem(stream, stride: int, rows: int) -> str | None:
                     stream.read(4)  # the CRC of the chunk just read
                 header = _chunk_header(stream)
                 if header is None or header[1] != b"IDAT":
-                    return _truncated(done, stride, rows, ended=done == needed)
+                    return _truncated(done, stride, rows)
                 left = header[0]
                 continue
             pending = stream.read(min(left, BLOCK))
             if not pending:
-                return _truncated(done, stride, rows, ended=done == needed)
+                return _truncated(done, stride, rows)
             left -= len(pending)
-        try:  # past the last row, only the stream's end and checksum are still read (at most a byte out)
+        try:
             block = inflater.decompress(pending, max(1, min(needed - done, BLOCK)))
         except zlib.error as exc:
             return f"its pixel data is not a valid zlib stream ({exc})"
@@ -91,15 +92,13 @@ def _stream_problem(stream, stride: int, rows: int) -> str | None:
             index = next(i for i, kind in enumerate(filters) if kind > 4)
             row = (done + first) // stride + index
             return f"row {row} has filter type {filters[index]} (PNG defines 0 to 4)"
-        if done + len(block) > needed:
-            return f"its pixel data holds more than the {rows} rows of its header"
         done += len(block)
+        if done >= needed:  # every row is there: what follows (the stream's end, extra data) is not read
+            return None
     if done < needed:
         return _truncated(done, stride, rows)
     return None
 
 
-def _truncated(done: int, stride: int, rows: int, ended: bool = False) -> str:
-    if ended:
-        return "its pixel data's zlib stream is cut off after the last row (truncated)"
+def _truncated(done: int, stride: int, rows: int) -> str:
     return f"its pixel data ends after {done // stride} of {rows} rows (truncated)"

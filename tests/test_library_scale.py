@@ -253,7 +253,7 @@ def test_stamps_recorded_without_one_are_learnt_before_the_state_is_written(tmp_
     assert tasks._unchanged(saved["outputs"], str(out)) is False
 
 
-def test_convert_tasks_name_no_targets_and_readers_of_their_outputs_depend_on_them_by_name(tmp_path):
+def test_convert_tasks_name_no_targets_and_readers_of_their_outputs_depend_on_them_by_name(tmp_path, monkeypatch):
     """doit stats every target of every task at a no-op, and built_unchanged already checks each output:
     convert tasks have none, so verify and thumbnail name convert:<name> in task_dep (else they could run
     before, or without, the conversion they read)."""
@@ -263,6 +263,9 @@ def test_convert_tasks_name_no_targets_and_readers_of_their_outputs_depend_on_th
     library = manifest(tmp_path / "lib", [1.0, 2.0])
     build = tmp_path / "build"
     try:
+        from usdforge.pipeline.cache import BUILD_ENV
+
+        monkeypatch.setenv(BUILD_ENV, "listing")  # convert_tasks sets it for its run: undone for later tests
         converts = list(tasks.convert_tasks(library, build, cache="off"))
     finally:
         os.close(tasks._HELD.pop(os.path.abspath(build)))  # the build folder's lock, as at a doit run's end

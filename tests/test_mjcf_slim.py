@@ -226,3 +226,56 @@ def test_a_forged_slim_intermediate_is_rejected(built, compiles):
     rebuilt, cold, store = _rebuild(built, "forged", self_collision=True)
     assert rebuilt == cold and compiles and _hits(store, "mjcf-slim") == 0
     assert slim.decode(Store(built["root"] / "cache").get_entry(built["key"]).files["slim.bin"])
+
+
+def _reencoded(blob: bytes, edit) -> bytes:
+    """``blob`` (a slim intermediate's or its meshes' bytes) with ``edit(sizes, arrays)`` applied, written
+    back consistently (header offsets and sizes agree): what a forger who knows the format writes."""
+    size = int.from_bytes(blob[:8], "little")
+    header, body = json.loads(blob[8:8 + size]), blob[8 + size:]
+    arrays = {name: np.frombuffer(body, np.dtype(dtype), int(np.prod(shape)), offset).reshape(shape).copy()
+              for name, dtype, shape, offset in header["arrays"]}
+    edit(header["sizes"], arrays)
+    header["arrays"], chunks, offset = [], [], 0
+    for name, value in arrays.items():
+        value = np.ascontiguousarray(value)
+        header["arrays"].append([name, value.dtype.str, list(value.shape), offset])
+        chunks.append(value.tobytes())
+        offset += value.nbytes
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + b"".join(chunks)
+
+
+def test_ids_past_their_own_target_and_files_outside_the_roots_are_refused(built, compiles, tmp_path):
+    """Ids whose target depends on a type (a mesh geom's mesh), texels and each mesh's faces are bounded
+    by their own table (a bound by the largest size let an author index past an array); a consistent
+    entry naming a texture file outside the model's roots (passed by ``decode``: any path is a path) is a
+    miss: the model is compiled, nothing outside is read, and the output equals a cold conversion."""
+    store = Store(built["root"] / "cache")
+    good = store.get_entry(built["key"]).files["slim.bin"]
+    held = slim.decode(good)
+    meshes = store.get_entry(slim._meshes_key(built["key"])).files[slim._MESH_FILE]
+    slim.decode_meshes(meshes, held)
+    mesh_geom = int(np.flatnonzero(held.arrays["geom_type"] == int(mujoco.mjtGeom.mjGEOM_MESH))[0])
+    for edit in (lambda sizes, a: a["geom_dataid"].__setitem__(mesh_geom, sizes["nmesh"]),
+                 lambda sizes, a: a["tex_pathadr"].__setitem__(0, sizes["npaths"]),
+                 lambda sizes, a: a["tex_adr"].__setitem__(0, sizes["ntexdata"])):
+        with pytest.raises(ValueError):
+            slim.decode(_reencoded(good, edit))
+    with pytest.raises(ValueError, match="mesh_facenormal of mesh 0"):  # bounded by nothing before
+        slim.decode_meshes(_reencoded(meshes, lambda sizes, a: a["mesh_facenormal"].__setitem__(
+            (0, 0), int(held.arrays["mesh_normalnum"][0]))), held)
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"not for the output")
+
+    def outside(sizes, arrays):
+        arrays["tex_pathadr"][:] = len(arrays["paths"])
+        arrays["paths"] = np.frombuffer(arrays["paths"].tobytes() + str(secret).encode() + b"\0", np.uint8)
+        sizes["npaths"] = len(arrays["paths"])
+
+    forged = _reencoded(good, outside)
+    slim.decode(forged)
+    store.put_entry(built["key"], {"slim.bin": forged}, kind="mjcf-slim")
+    rebuilt, cold, store = _rebuild(built, "outside", self_collision=True)
+    assert rebuilt == cold and compiles and _hits(store, "mjcf-slim") == 0
+    assert b"not for the output" not in b"".join(rebuilt.values())

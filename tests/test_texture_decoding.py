@@ -193,8 +193,9 @@ def test_png_pixel_data_is_checked_without_building_the_image(tmp_path, monkeypa
     """A non-interlaced PNG's pixels are checked by inflating its IDAT stream and checking the rows'
     length and filter bytes (``rules.png_pixels``), not by Pillow's decode (under half the CPU): a good
     image of every colour type passes; a broken stream and an unknown filter type are refused, as
-    Pillow's decode refuses them; a stream that ends before the last row or is cut off after it (no
-    end, no checksum) is refused as truncated (Pillow leaves missing rows blank; libpng refuses both)."""
+    Pillow's decode refuses them; a stream that ends before the last row is refused as truncated (Pillow
+    leaves missing rows blank); what follows the last row is not read, as Pillow does not read it: a
+    stream cut off after it (no end, no checksum) or holding extra data passes."""
     import zlib
 
     source = Image.effect_noise((23, 9), 60).convert(mode)
@@ -206,12 +207,16 @@ def test_png_pixel_data_is_checked_without_building_the_image(tmp_path, monkeypa
     compressed = zlib.compress(raw)
     cases = {"bad_filter.png": (bytes(bad_filter), None, "row 4 has filter type 7"),
              "short.png": (raw[:-stride], None, "ends after 8 of 9 rows"),
-             "cut.png": (None, compressed[:-2], "cut off after the last row"),
+             "cut.png": (None, compressed[:-2], "no problem"),
+             "extra.png": (None, zlib.compress(raw + b"\0" * stride), "no problem"),
              "broken.png": (None, compressed[:2] + b"\xff" * 20, "not a valid zlib stream")}
     for name, (data, stream, _) in cases.items():
         png_with_pixels(tmp_path, name, source, raw=data, stream=stream)
     for name in ("bad_filter.png", "broken.png"):  # Pillow refuses these too; it leaves missing rows blank
         with pytest.raises(Exception), Image.open(tmp_path / name) as image:
+            image.load()
+    for name in ("cut.png", "extra.png"):  # and loads these
+        with Image.open(tmp_path / name) as image:
             image.load()
     monkeypatch.setattr(Image.Image, "load", lambda self: pytest.fail("the PNG was decoded by Pillow"))
     assert files._image_problem(good) is None

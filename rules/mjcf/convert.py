@@ -36,7 +36,7 @@ from usdforge.rules.mjcf.slim import empty_model, slim_or_compiled
 from usdforge.rules.mjcf.tendons import author_tendons
 from usdforge.rules.mjcf.usd import MjcfUsd
 from usdforge.rules.outputs import resolve_usd_file_name
-from usdforge.rules.robot.drive_patch import Patches, joint_drives, urdf_patches
+from usdforge.rules.robot.drive_patch import DRIVE_API, Patches, is_drive_attribute, joint_drives
 from usdforge.rules.robot.layer_fields import view
 from usdforge.rules.robot.model import Robot
 from usdforge.schemas.units import radians_to_degrees
@@ -132,8 +132,6 @@ def _drive_patches(robot: Robot, model: mujoco.MjModel, targets: dict[str, float
     """What the ``override_*`` fields decide in the layers (``rules.robot.drive_patch``): the physics layer's
     drives with their target positions (``author_joint_dynamics``), the mujoco layer's actuator gains and
     biases (``author_actuators``; ``cfg``: the mujoco layer's view)."""
-    drives = urdf_patches(robot)
-
     def target(joint, axis: str) -> list:
         if joint.name not in targets:
             return []
@@ -143,7 +141,7 @@ def _drive_patches(robot: Robot, model: mujoco.MjModel, targets: dict[str, float
 
     def patches(role: str, root: Sdf.Path, joint_paths: dict[str, Sdf.Path]):
         if role == "physics":
-            return joint_drives(robot, joint_paths, target), *drives(role, root, joint_paths)[1:]
+            return joint_drives(robot, joint_paths, target), is_drive_attribute, DRIVE_API
         if role == "mujoco":
             return actuator_patches(model, root, cfg), lambda name: name in GAIN_BIAS, ""
         return None

@@ -238,7 +238,7 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
             # MuJoCo's own reading of the file (or of the MJCF's vertices): what it simulates, and read
             # once already. Its vertices sit in the mesh's inertial frame, as the compiled geom pose expects.
             file = loaded.trimesh_meshes.get(model.mesh(mesh).name) or model_path(model, int(model.mesh_pathadr[mesh]))
-            name = usd_identifier(model.mesh(mesh).name or f"mesh{mesh}")
+            name = usd_identifier(mesh_part_name(model, mesh))
             key = (file.parent / f"{name}{file.suffix}") if file is not None else \
                 Path(loaded.path).parent / f"{name}.mesh"
             shell = int(loaded.spec.meshes[mesh].inertia) == int(mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL)

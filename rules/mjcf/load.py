@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import attrs
 import mujoco
@@ -226,6 +227,21 @@ def model_path(model: mujoco.MjModel, address: int) -> Path | None:
     return Path(name) if name else None
 
 
+def files_inside(model: Any, roots: list[Path]) -> bool:
+    """Whether every file a model names for its meshes and textures (``mesh_pathadr``, ``tex_pathadr``: files
+    the authors read or copy into the output) is a readable regular file inside ``roots``. A model from the
+    build cache (compiled, or slim) names the files of the bytes it was stored with: a forged entry could
+    name any file, which ``checked_spec`` never saw."""
+    from usdforge.rules.files import inside, regular_file_problem
+
+    for addresses in (model.mesh_pathadr, model.tex_pathadr):
+        for address in np.asarray(addresses).ravel():
+            file = model_path(model, int(address))
+            if file is not None and (not inside(file.absolute(), roots) or regular_file_problem(file) is not None):
+                return False
+    return True
+
+
 def set_aside_file_textures(spec: mujoco.MjSpec, model_dir: Path) -> dict[int, Path]:
     """Replace each 2D texture read from a file MuJoCo would find (``texturedir`` of the model) by a 1×1
     builtin placeholder; return texture id → file. Textures of attached models, whose folder the spec does
@@ -291,8 +307,12 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
     """
     from usdforge.rules.mjcf.compiled import cached_model, store_model
 
+    from usdforge.rules.files import model_roots
+
     path, spec, textures = checked_spec(path, allowed_roots)
     model, token = cached_model(path, spec)  # the build cache's compiled model of these files, if any
+    if model is not None and not files_inside(model, model_roots(path, allowed_roots)):
+        model = None  # names files the checks never saw: compiled afresh (and stored in its place)
     if model is not None:
         data = mujoco.MjData(model)
         mujoco.mj_kinematics(model, data)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import types
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -249,6 +250,7 @@ def decode_meshes(blob: bytes, slim: Slim) -> dict[str, np.ndarray]:
     meshes = _decode(blob, set(MESH_ARRAYS))
     if meshes.sizes != slim.sizes or meshes.scalars or meshes.warnings:
         raise ValueError("meshes of another model")
+    _check_mesh_faces(meshes.arrays, slim.arrays)
     return meshes.arrays
 
 
@@ -312,6 +314,7 @@ def _decode(blob: bytes, expected: set[str]) -> Slim:
     if missing:
         raise ValueError(f"missing {sorted(missing)[:3]}")
     _check_indices(arrays, sizes)
+    _check_typed_ids(arrays, sizes)
     for accessor, (address, count) in _NAMED.items():
         addresses = arrays.get(address)
         if addresses is None:  # the meshes' entry holds no name table
@@ -330,7 +333,8 @@ _KEY_COLUMNS = {"key_qpos": "nq", "key_qvel": "nv", "key_ctrl": "nu"}
 #: an author index past an array (a traceback) or from its end (numpy's negative indices: a wrong value).
 _INDICES = {"body_parentid": "nbody", "body_weldid": "nbody", "body_mocapid": "nmocap", "cam_bodyid": "nbody",
             "geom_bodyid": "nbody", "jnt_bodyid": "nbody", "light_bodyid": "nbody", "site_bodyid": "nbody",
-            "geom_matid": "nmat", "jnt_dofadr": "nv", "jnt_qposadr": "nq", "mesh_face": "nmeshvert"}
+            "geom_matid": "nmat", "jnt_dofadr": "nv", "jnt_qposadr": "nq", "mesh_face": "nmeshvert",
+            "mat_texid": "ntex", "mesh_pathadr": "npaths", "tex_pathadr": "npaths"}
 #: (address, count) array pairs → the size of the table each span lies in.
 _SPANS = {("body_geomadr", "body_geomnum"): "ngeom", ("body_jntadr", "body_jntnum"): "njnt",
           ("mesh_vertadr", "mesh_vertnum"): "nmeshvert", ("mesh_faceadr", "mesh_facenum"): "nmeshface",
@@ -341,7 +345,8 @@ _SPANS = {("body_geomadr", "body_geomnum"): "ngeom", ("body_jntadr", "body_jntnu
 def _check_indices(arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> None:
     """ValueError unless every index array of ``_INDICES`` and span of ``_SPANS`` lies inside what it
     indexes, and every other integer array named as an id, address or count lies in [-1, the largest
-    size] (those whose target depends on a type: an actuator's, a sensor's, an equality's object)."""
+    size]; ``_check_typed_ids`` bounds those whose target depends on a type and that the authors index (a
+    geom's mesh, an actuator's target)."""
     for name, size in _INDICES.items():
         values = arrays.get(name)
         if values is not None and values.size and size in sizes and \
@@ -360,6 +365,49 @@ def _check_indices(arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> None
         if values.dtype.kind == "i" and values.size and name.endswith(("id", "adr", "num")) and \
                 (values.min() < -1 or values.max() > largest):
             raise ValueError(f"{name} out of range")
+
+
+#: Actuator transmission type → the size of what its first id indexes (joint, joint in parent, slider-crank's
+#: site, tendon, site, body: ``mjtTrn``).
+_TRANSMISSIONS = {0: "njnt", 1: "njnt", 2: "nsite", 3: "ntendon", 4: "nsite", 5: "nbody"}
+
+
+def _check_typed_ids(arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> None:
+    """ValueError unless the ids whose target depends on a type lie inside that target: a mesh or SDF
+    geom's mesh, a height field geom's field, an actuator's joint, tendon, site or body; and unless every
+    texture's texels lie inside the texel table."""
+    def outside(values: np.ndarray, size: str, lowest: int = -1) -> bool:
+        return bool(values.size) and (values.min() < lowest or values.max() >= sizes.get(size, 0))
+
+    kinds, data = arrays.get("geom_type"), arrays.get("geom_dataid")
+    if kinds is not None and data is not None:
+        mesh = int(mujoco.mjtGeom.mjGEOM_MESH), int(mujoco.mjtGeom.mjGEOM_SDF)
+        if outside(data[np.isin(kinds, mesh)], "nmesh") or \
+                outside(data[kinds == int(mujoco.mjtGeom.mjGEOM_HFIELD)], "nhfield", 0):
+            raise ValueError("geom_dataid outside its meshes or height fields")
+    trn, ids = arrays.get("actuator_trntype"), arrays.get("actuator_trnid")
+    if trn is not None and ids is not None and ids.ndim == 2 and ids.shape[1] == 2:
+        if not np.isin(trn, list(_TRANSMISSIONS)).all() or outside(ids[:, 1], "nsite") or \
+                any(outside(ids[trn == kind, 0], size, 0) for kind, size in _TRANSMISSIONS.items()):
+            raise ValueError("actuator_trnid outside what its transmission drives")
+    starts = arrays.get("tex_adr")
+    if starts is not None and starts.size:
+        texels = [arrays[name].astype(np.int64) for name in ("tex_width", "tex_height", "tex_nchannel")]
+        if min(values.min() for values in texels) < 0 or starts.min() < 0 or \
+                (starts.astype(np.int64) + texels[0] * texels[1] * texels[2] > sizes.get("ntexdata", 0)).any():
+            raise ValueError("tex_adr/tex_width/tex_height outside ntexdata")
+
+
+def _check_mesh_faces(meshes: dict[str, np.ndarray], arrays: dict[str, np.ndarray]) -> None:
+    """ValueError unless each mesh's faces index its own vertices, normals and (where it has any) texture
+    coordinates: MuJoCo numbers them per mesh, so a bound by the table's size would let a face reach into
+    the next mesh's vertices, or past the mesh's own points."""
+    for mesh, (start, count) in enumerate(zip(arrays["mesh_faceadr"], arrays["mesh_facenum"])):
+        for name, limit in (("mesh_face", "mesh_vertnum"), ("mesh_facenormal", "mesh_normalnum"),
+                            ("mesh_facetexcoord", "mesh_texcoordnum")):
+            own, size = meshes[name][start:start + count], int(arrays[limit][mesh])
+            if own.size and (size or name != "mesh_facetexcoord") and (own.min() < 0 or own.max() >= size):
+                raise ValueError(f"{name} of mesh {mesh} outside its {size} {limit.removeprefix('mesh_')}")
 
 
 class _Fallback:
@@ -502,7 +550,8 @@ def slim_or_compiled(asset: Path, allowed_roots: tuple[str, ...], link_density: 
     the enclosing ``intermediate_scope``'s cache holds a sound one (no compile), else compiled
     (``load_mjcf``, ``apply_link_density``), its slim intermediate stored when reusing it is sound."""
     from usdforge.rules.mjcf.convert import apply_link_density, set_link_density
-    from usdforge.rules.mjcf.load import LoadedModel, checked_spec, load_mjcf
+    from usdforge.rules.files import model_roots
+    from usdforge.rules.mjcf.load import LoadedModel, checked_spec, files_inside, load_mjcf
     from usdforge.rules.robot.intermediate import active_source
     from usdforge.rules.robot.meshes import write_in_background
 
@@ -521,8 +570,10 @@ def slim_or_compiled(asset: Path, allowed_roots: tuple[str, ...], link_density: 
     if slim is not None:
         path, spec, textures = checked_spec(asset, allowed_roots)
         set_link_density(spec, link_density)
-        if not matches_spec(spec, slim):
-            slim = None
+        held = types.SimpleNamespace(paths=slim.arrays["paths"].tobytes(), mesh_pathadr=slim.arrays["mesh_pathadr"],
+                                     tex_pathadr=slim.arrays["tex_pathadr"])
+        if not matches_spec(spec, slim) or not files_inside(held, model_roots(path, allowed_roots)):
+            slim = None  # another model's, or naming files the checks never saw
     store.record("mjcf-slim", hit=slim is not None)
     if slim is not None:
         fallback = _Fallback(lambda: _compile(path, spec))

@@ -26,7 +26,7 @@ from typing import Any
 
 from pxr import Sdf
 
-from usdforge.rules.robot.joints import drive_attributes
+from usdforge.rules.robot.joints import drive_attributes, drive_axis
 from usdforge.rules.robot.layer_reuse import PATCH_BASES
 from usdforge.rules.robot.model import Robot
 from usdforge.rules.usd import layer as sdf
@@ -41,7 +41,13 @@ Patches = Callable[[str, Sdf.Path, dict[str, Sdf.Path]],
                    tuple[dict[Sdf.Path, Wanted], Callable[[str], bool], str] | None]
 
 ROLES = tuple(PATCH_BASES)
-_AXIS = {"revolute": "angular", "continuous": "angular", "prismatic": "linear"}
+#: The prefix of the drive API schemas the physics layer's patch sets.
+DRIVE_API = "PhysicsDriveAPI:"
+
+
+def is_drive_attribute(name: str) -> bool:
+    """Whether an attribute of a joint prim is one of its drive's (the ones the physics layer's patch sets)."""
+    return name.startswith("drive:")
 
 
 def joint_drives(robot: Robot, joint_paths: dict[str, Sdf.Path],
@@ -54,7 +60,7 @@ def joint_drives(robot: Robot, joint_paths: dict[str, Sdf.Path],
         path = joint_paths.get(joint.name)
         if path is None:
             continue
-        axis = _AXIS.get(joint.kind)
+        axis = drive_axis(joint)
         drive = drive_attributes(joint, axis) if axis is not None else None
         more = extra(joint, axis) if extra is not None and axis is not None else []
         if drive is None and not more:
@@ -71,7 +77,7 @@ def urdf_patches(robot: Robot) -> Patches:
     def patches(role: str, root: Sdf.Path, joint_paths: dict[str, Sdf.Path]):
         if role != "physics":
             return None
-        return joint_drives(robot, joint_paths), lambda name: name.startswith("drive:"), "PhysicsDriveAPI:"
+        return joint_drives(robot, joint_paths), is_drive_attribute, DRIVE_API
 
     return patches
 

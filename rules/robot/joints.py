@@ -79,6 +79,12 @@ def joint_paths(root: Sdf.Path, robot: Robot, taken: set[str] | None = None) -> 
     return {joint.name: scope.AppendChild(unique_name(joint.name, taken)) for joint in robot.joints}
 
 
+def drive_axis(joint: Joint) -> str | None:
+    """The axis of a joint's drive (``DriveAPI:angular`` or ``:linear``): its one degree of freedom's; None
+    for a joint that gets no drive (fixed, floating, planar, spherical)."""
+    return {"revolute": "angular", "continuous": "angular", "prismatic": "linear"}.get(joint.kind)
+
+
 def drive_attributes(joint: Joint, axis: str) -> tuple[str, list[tuple[str, Sdf.ValueTypeName, object, bool]]] | None:
     """What the physics layer says of a 1-DoF joint's drive (``axis``: "angular" or "linear"): the
     ``DriveAPI`` instance applied and its attributes in order, each (name, type, value in USD units, uniform);
@@ -196,8 +202,9 @@ class Joints:
             for dof in locked:  # low > high locks the DoF
                 sdf.attribute(spec, f"limit:{dof}:physics:low", T.Float, 1.0)
                 sdf.attribute(spec, f"limit:{dof}:physics:high", T.Float, -1.0)
-        if joint.kind in ("revolute", "continuous", "prismatic"):
-            self._drive(spec, joint, "angular" if angular else "linear")
+        axis = drive_axis(joint)
+        if axis is not None:
+            self._drive(spec, joint, axis)
             self._engine_joint_attributes(path, joint, angular, k)
         sdf.custom_attributes(spec, joint.custom)
 
