@@ -118,3 +118,20 @@ def test_cli_conversion_of_a_urdf_with_a_mesh_assimp_does_not_read_uses_trimesh(
             f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}, '--cache', {str(tmp_path / 'cache')!r}]) == 0\n")
     modules = imported_after(code, tmp_path)
     assert "trimesh" in modules and "mujoco" not in modules
+
+
+def test_a_mesh_conversion_whose_meshes_layer_comes_from_the_cache_imports_no_trimesh(tmp_path):
+    # A library of variants of one mesh (other poses, names): the meshes layer is restored from the build
+    # cache, so no file is read and neither trimesh nor what it pulls in is imported.
+    (tmp_path / "box.stl").write_text("solid b\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\n"
+                                      "vertex 0 1 0\nendloop\nendfacet\nendsolid b\n")
+    code = ("from usdforge.pipeline import MeshConverter\nfrom usdforge.schemas import MeshConverterCfg\n"
+            "MeshConverter(MeshConverterCfg(asset_path={asset!r}, usd_dir={out!r}, usd_file_name={name!r}, "
+            "rotation=(0.0, 0.0, 0.6, 0.8)), cache={cache!r})\n")
+    places = {"asset": str(tmp_path / "box.stl"), "cache": str(tmp_path / "cache")}
+    imported_after(code.format(out=str(tmp_path / "a"), name="a.usda", **places), tmp_path)
+    again = imported_after(code.format(out=str(tmp_path / "b"), name="b.usda", **places), tmp_path)
+    hits = [json.loads(line)["hit"] for line in (tmp_path / "cache" / "stats.log").read_text().splitlines()
+            if json.loads(line)["kind"] == "layer:meshes"]
+    assert hits == [False, True] and (tmp_path / "b" / "Props" / "b_meshes.usd").is_file()
+    assert not again & set(NOT_FOR_ASSIMP_MESHES), sorted(again & set(NOT_FOR_ASSIMP_MESHES))

@@ -357,3 +357,17 @@ def test_the_sdf_main_layer_is_the_text_a_stage_authors(tmp_path, pose):
     save_stage(stage)
     save_layer(main_layer(tmp_path / "sdf.usda", "crate", "./Props/crate_meshes.usd", translation, orientation, scale))
     assert (tmp_path / "sdf.usda").read_bytes() == (tmp_path / "stage.usda").read_bytes()
+
+
+def test_the_rotation_of_the_cfg_is_trimeshs_matrix_to_the_bit():
+    """``geometry_transform``'s own quaternion → matrix (no trimesh import on a cache hit) gives the bits
+    trimesh's ``quaternion_matrix`` gave, so outputs keep their bytes: unit, unnormalised, tiny and zero
+    quaternions."""
+    from usdforge.rules.mesh.convert import _rotation_matrix
+
+    rng = np.random.default_rng(7)
+    quaternions = [*rng.normal(size=(300, 4)), *(rng.normal(size=(100, 4)) * 1e-7), np.zeros(4), [1, 0, 0, 0],
+                   [0, 0, 0.7071067811865476, 0.7071067811865476], [1e-9, 0, 0, 0]]
+    for q in quaternions:
+        q = np.asarray(q, dtype=np.float64)
+        assert np.array_equal(_rotation_matrix(q), trimesh.transformations.quaternion_matrix(q)), q
