@@ -247,7 +247,7 @@ def _reencoded(blob: bytes, edit) -> bytes:
 
 
 def test_ids_past_their_own_target_and_files_outside_the_roots_are_refused(built, compiles, tmp_path):
-    """Ids whose target depends on a type (a mesh geom's mesh), texels and each mesh's faces are bounded
+    """Ids whose target depends on a type (a mesh geom's mesh, a sensor's object), texels and each mesh's faces are bounded
     by their own table (a bound by the largest size let an author index past an array); a consistent
     entry naming a texture file outside the model's roots (passed by ``decode``: any path is a path) is a
     miss: the model is compiled, nothing outside is read, and the output equals a cold conversion."""
@@ -259,7 +259,12 @@ def test_ids_past_their_own_target_and_files_outside_the_roots_are_refused(built
     mesh_geom = int(np.flatnonzero(held.arrays["geom_type"] == int(mujoco.mjtGeom.mjGEOM_MESH))[0])
     for edit in (lambda sizes, a: a["geom_dataid"].__setitem__(mesh_geom, sizes["nmesh"]),
                  lambda sizes, a: a["tex_pathadr"].__setitem__(0, sizes["npaths"]),
-                 lambda sizes, a: a["tex_adr"].__setitem__(0, sizes["ntexdata"])):
+                 lambda sizes, a: a["tex_adr"].__setitem__(0, sizes["ntexdata"]),
+                 # a sensor's, a joint equality's and a tendon wrap's joint (the equality's eq_objtype is
+                 # no joint: its type comes from eq_type)
+                 lambda sizes, a: a["sensor_objid"].__setitem__(0, sizes["njnt"]),
+                 lambda sizes, a: a["eq_obj2id"].__setitem__(0, sizes["njnt"]),
+                 lambda sizes, a: a["wrap_objid"].__setitem__(0, sizes["njnt"])):
         with pytest.raises(ValueError):
             slim.decode(_reencoded(good, edit))
     with pytest.raises(ValueError, match="mesh_facenormal of mesh 0"):  # bounded by nothing before

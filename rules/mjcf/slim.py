@@ -374,8 +374,8 @@ _TRANSMISSIONS = {0: "njnt", 1: "njnt", 2: "nsite", 3: "ntendon", 4: "nsite", 5:
 
 def _check_typed_ids(arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> None:
     """ValueError unless the ids whose target depends on a type lie inside that target: a mesh or SDF
-    geom's mesh, a height field geom's field, an actuator's joint, tendon, site or body; and unless every
-    texture's texels lie inside the texel table."""
+    geom's mesh, a height field geom's field, an actuator's joint, tendon, site or body, a sensor's,
+    equality's or tendon wrap's object; and unless every texture's texels lie inside the texel table."""
     def outside(values: np.ndarray, size: str, lowest: int = -1) -> bool:
         return bool(values.size) and (values.min() < lowest or values.max() >= sizes.get(size, 0))
 
@@ -390,12 +390,48 @@ def _check_typed_ids(arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> No
         if not np.isin(trn, list(_TRANSMISSIONS)).all() or outside(ids[:, 1], "nsite") or \
                 any(outside(ids[trn == kind, 0], size, 0) for kind, size in _TRANSMISSIONS.items()):
             raise ValueError("actuator_trnid outside what its transmission drives")
+    for ids, types in _object_ids(arrays):
+        if ids.shape != types.shape:
+            raise ValueError("object ids and types of different shapes")
+        for kind in np.unique(types):
+            accessor = _OBJECTS.get(int(kind))
+            if accessor is not None and outside(ids[types == kind], _NAMED[accessor][1]):
+                raise ValueError(f"an object id outside its {accessor} table")
     starts = arrays.get("tex_adr")
     if starts is not None and starts.size:
         texels = [arrays[name].astype(np.int64) for name in ("tex_width", "tex_height", "tex_nchannel")]
         if min(values.min() for values in texels) < 0 or starts.min() < 0 or \
                 (starts.astype(np.int64) + texels[0] * texels[1] * texels[2] > sizes.get("ntexdata", 0)).any():
             raise ValueError("tex_adr/tex_width/tex_height outside ntexdata")
+
+
+#: Equality type → the object type of its two ids where the type is not ``eq_objtype`` (which MuJoCo sets
+#: for connect and weld constraints only: a body or a site).
+_EQUALITY_OBJECTS = {int(mujoco.mjtEq.mjEQ_JOINT): int(mujoco.mjtObj.mjOBJ_JOINT),
+                     int(mujoco.mjtEq.mjEQ_TENDON): int(mujoco.mjtObj.mjOBJ_TENDON)}
+#: Tendon wrap type → the object type of its id (a pulley has none).
+_WRAP_OBJECTS = {int(mujoco.mjtWrap.mjWRAP_JOINT): int(mujoco.mjtObj.mjOBJ_JOINT),
+                 int(mujoco.mjtWrap.mjWRAP_SITE): int(mujoco.mjtObj.mjOBJ_SITE),
+                 int(mujoco.mjtWrap.mjWRAP_SPHERE): int(mujoco.mjtObj.mjOBJ_GEOM),
+                 int(mujoco.mjtWrap.mjWRAP_CYLINDER): int(mujoco.mjtObj.mjOBJ_GEOM)}
+
+
+def _object_ids(arrays: dict[str, np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(ids, their mjtObj types) of the sensors', equalities' and tendon wraps' objects, which the authors
+    index (a joint's path, a reference angle) or name; types not in ``_OBJECTS`` (a clock sensor's) bound
+    nothing."""
+    pairs = []
+    if "sensor_objid" in arrays and "sensor_objtype" in arrays:
+        pairs.append((arrays["sensor_objid"], arrays["sensor_objtype"]))
+    kinds, objtypes = arrays.get("eq_type"), arrays.get("eq_objtype")
+    if kinds is not None and objtypes is not None:
+        types = np.array([_EQUALITY_OBJECTS.get(int(k), int(t)) for k, t in zip(kinds, objtypes)], dtype=np.int64)
+        types = types if kinds.shape == objtypes.shape else np.empty(0, dtype=np.int64)
+        pairs.extend((arrays[name], types) for name in ("eq_obj1id", "eq_obj2id") if name in arrays)
+    if "wrap_type" in arrays and "wrap_objid" in arrays:
+        types = np.array([_WRAP_OBJECTS.get(int(k), -1) for k in arrays["wrap_type"]], dtype=np.int64)
+        pairs.append((arrays["wrap_objid"], types))
+    return pairs
 
 
 def _check_mesh_faces(meshes: dict[str, np.ndarray], arrays: dict[str, np.ndarray]) -> None:
