@@ -6,6 +6,8 @@ Geometry is MuJoCo's compiled geometry (``fromto`` resolved, fitted geoms fitted
 - ellipsoid → a tessellated mesh, MuJoCo's builtin icosphere scaled (UsdPhysics ignores a non-uniform sphere scale);
 - mesh → MuJoCo's compiled mesh (its reading of the file, ``scale`` applied, a mirrored one re-wound,
   in MuJoCo's mesh frame with the compiled geom pose), once per mesh asset however many geoms use it;
+  a binary STL that only massless visual geoms use is not compiled (``rules.mjcf.visual_meshes``): its
+  file, read as URDF meshes are, scaled, at the compiled pose with MuJoCo's placeholder frame taken out;
 - hfield → a closed triangle mesh of MuJoCo's compiled elevation grid, its walls and base;
 - sdf → its mesh (the one MuJoCo renders, made by the SDF plugin), visual and collider; the plugin and
   its configuration are kept as ``mjcf:sdf:*`` data (``rules.mjcf.lost``), with a warning.
