@@ -56,18 +56,19 @@ _MJCF = """<mujoco model="visual">
 """
 
 
-def _binary_stl(path: Path) -> None:
+def _binary_stl(path: Path, points: np.ndarray = _POINTS) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as handle:
         handle.write(b"\0" * 80 + struct.pack("<I", len(_FACES)))
         for face in _FACES:
-            handle.write(struct.pack("<12fH", 0.0, 0.0, 0.0, *_POINTS[list(face)].reshape(-1), 0))
+            handle.write(struct.pack("<12fH", 0.0, 0.0, 0.0, *points[list(face)].reshape(-1), 0))
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("visual")
     _binary_stl(root / "meshes" / "part.stl")
+    _binary_stl(root / "meshes" / "nan.stl", np.where(_POINTS == 0.5, np.nan, _POINTS))
     (root / "meshes" / "ascii.stl").write_text("solid a\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\n"
                                                "vertex 1 0 0\nvertex 0 1 0\nendloop\nendfacet\nendsolid a\n")
     (root / "model.xml").write_text(_MJCF)
@@ -93,6 +94,7 @@ def _full_compile(path: Path) -> mujoco.MjModel:
     (('<freejoint/>', '<freejoint/><camera name="eye"/>', '<compiler ', '<statistic extent="2"/><compiler '),
      {"shell", "massless"}),
     (('file="part.stl" scale="2 1 0.5"', 'file="ascii.stl"'), {"massless"}),  # MuJoCo's repair path
+    (('file="part.stl" scale="2 1 0.5"', 'file="nan.stl"'), {"massless"}),  # likewise
     (('scale="2 1 0.5"', 'scale="-2 1 0.5"'), {"massless"}),
     (('<compiler ', '<compiler discardvisual="true" '), set()),
 ])

@@ -16,7 +16,8 @@ the placeholder's: the world-space triangles are MuJoCo's own (tested against a 
 A mesh asset is set aside only when all of this holds (anything else compiles as before; the choice
 depends on the model's files alone, so it is part of every cache key that hashes them and this code):
 
-- a binary STL file (what MuJoCo's decoder reads; an ASCII STL is left to its repair path), a regular
+- a binary STL file with finite corners (what MuJoCo's decoder reads; an ASCII STL, or one with a
+  non-finite corner, is left to MuJoCo's error and the repair path, as before), a regular
   file inside the model's roots, found through ``meshdir`` of the model itself: no ``strippath``, no
   attached sub-model (``<model file>``, whose files resolve from another folder), no ``content_type``;
 - ``scale`` positive, no ``refpos``/``refquat``, no plugin; at least one geom uses it;
@@ -53,19 +54,25 @@ class VisualMesh(NamedTuple):
     scale: tuple[float, float, float]
 
 
+#: A binary STL triangle: normal, three corners (float32), attribute bytes.
+_TRIANGLE = np.dtype([("normal", "<f4", 3), ("corners", "<f4", 9), ("attribute", "<u2")])
+
+
 def _binary_stl(path: Path) -> bool:
-    """Whether ``path`` is a binary STL with at least one triangle: 84 + 50 bytes per triangle, the count
-    its header gives."""
+    """Whether ``path`` is a binary STL that MuJoCo's decoder reads as it is: at least one triangle, 84 +
+    50 bytes per triangle (the count its header gives), every corner finite (MuJoCo refuses a file with
+    one that is not, and the repair path reads it; the file is in the page cache, hashed for the keys)."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as handle:
             header = handle.read(84)
+            count = int.from_bytes(header[80:84], "little") if len(header) == 84 else 0
+            if count <= 0 or size != 84 + 50 * count:
+                return False
+            triangles = np.fromfile(handle, dtype=_TRIANGLE, count=count)
     except OSError:
         return False
-    if len(header) < 84:
-        return False
-    count = int.from_bytes(header[80:84], "little")
-    return count > 0 and size == 84 + 50 * count
+    return len(triangles) == count and bool(np.isfinite(triangles["corners"]).all())
 
 
 def _massless(geom: Any, mode: int, fused: bool) -> bool:
