@@ -150,4 +150,10 @@ def file_pose(compiled_pose: np.ndarray, mesh_pos: np.ndarray, mesh_quat: np.nda
     (4, 4) with the placeholder's frame (``mesh_pos`` (3,) m, ``mesh_quat`` (4,) wxyz) taken back out."""
     from usdforge.rules.mjcf.bodies import pose_matrix
 
-    return compiled_pose @ np.linalg.inv(pose_matrix(mesh_pos, mesh_quat))
+    pose = compiled_pose @ np.linalg.inv(pose_matrix(mesh_pos, mesh_quat))
+    # Composing and taking out the frame leaves residues of 1e-17 where the source's pose is exact (an
+    # identity pose came out as orient (1, 4.7e-17, -2.1e-17, …)): entries within 1e-15 of 0 or ±1 are those.
+    snapped = np.round(pose)
+    close = (np.abs(pose - snapped) < 1e-15) & (np.abs(snapped) <= 1.0)
+    pose[close] = snapped[close] + 0.0  # no negative zeros
+    return pose
