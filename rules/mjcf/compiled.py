@@ -55,7 +55,7 @@ COMPILED_ENV = "USDFORGE_CACHE_COMPILED"
 #: The largest MJB read back (decompressed), in bytes: bounds a forged object's expansion.
 MAX_MJB_BYTES = 1 << 31
 #: The code whose behaviour decides the compiled model (its bytes are part of the key).
-_CODE = (Path(__file__), Path(__file__).with_name("load.py"))
+_CODE = (Path(__file__), Path(__file__).with_name("load.py"), Path(__file__).with_name("visual_meshes.py"))
 #: MjSpec list attribute → MjModel size, for the structural check of a reused model.
 _COUNTS = (("bodies", "nbody"), ("geoms", "ngeom"), ("meshes", "nmesh"), ("joints", "njnt"), ("sites", "nsite"),
            ("actuators", "nu"), ("tendons", "ntendon"), ("equalities", "neq"), ("sensors", "nsensor"),

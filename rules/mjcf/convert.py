@@ -72,7 +72,7 @@ def apply_link_density(loaded: LoadedModel, density: float) -> LoadedModel:
     repaired.skipped[:0] = loaded.skipped
     repaired.unknown_mass |= loaded.unknown_mass
     repaired.trimesh_meshes.update(loaded.trimesh_meshes)
-    repaired.texture_files = loaded.texture_files
+    repaired.texture_files, repaired.visual_meshes = loaded.texture_files, loaded.visual_meshes
     return repaired
 
 

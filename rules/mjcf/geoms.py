@@ -6,6 +6,8 @@ Geometry is MuJoCo's compiled geometry (``fromto`` resolved, fitted geoms fitted
 - ellipsoid → a tessellated mesh, MuJoCo's builtin icosphere scaled (UsdPhysics ignores a non-uniform sphere scale);
 - mesh → MuJoCo's compiled mesh (its reading of the file, ``scale`` applied, a mirrored one re-wound,
   in MuJoCo's mesh frame with the compiled geom pose), once per mesh asset however many geoms use it;
+  a binary STL that only massless visual geoms use is not compiled (``rules.mjcf.visual_meshes``): its
+  file, read as URDF meshes are, scaled, at the compiled pose with MuJoCo's placeholder frame taken out;
 - hfield → a closed triangle mesh of MuJoCo's compiled elevation grid, its walls and base;
 - sdf → its mesh (the one MuJoCo renders, made by the SDF plugin), visual and collider; the plugin and
   its configuration are kept as ``mjcf:sdf:*`` data (``rules.mjcf.lost``), with a warning.
@@ -28,6 +30,7 @@ import numpy as np
 
 from usdforge.rules.mjcf.bodies import BodyMap, massless_inertial, pose_matrix
 from usdforge.rules.mjcf.load import LoadedModel, model_path
+from usdforge.rules.mjcf.visual_meshes import VisualMesh, file_pose
 from usdforge.rules.robot.meshes import MeshLibrary, MeshPart
 from usdforge.rules.robot.model import Geometry, Link, Material, Robot, Shape
 from usdforge.rules.usd.stage import unique, usd_identifier
@@ -198,9 +201,10 @@ def mujoco_mesh_part(model: mujoco.MjModel, mesh: int) -> MeshPart:
 
 
 def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
-                  library: MeshLibrary) -> tuple[Geometry, np.ndarray]:
+                  library: MeshLibrary, files: MeshLibrary | None = None) -> tuple[Geometry, np.ndarray]:
     """The Robot geometry of a geom and the (4, 4) pose that places it in its body. Mesh and height-field
-    geometry is handed to ``library`` (the shared writer's) under a key path per MuJoCo asset."""
+    geometry is handed to ``library`` (the shared writer's) under a key path per MuJoCo asset; ``files``
+    reads the files of set-aside meshes (``rules.mjcf.visual_meshes``; None: a library of its own)."""
     model = loaded.model
     kind = int(model.geom_type[geom])
     size = np.asarray(model.geom_size[geom], dtype=np.float64)
@@ -234,6 +238,10 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
                               "distance field geometry): give it mesh=\"...\"", f"<geom name=\"{name}\">")
     if kind in (MESH, SDF):  # an SDF geom is written as its (plugin-made) mesh
         mesh = int(model.geom_dataid[geom])
+        visual = loaded.visual_meshes.get(model.mesh(mesh).name)
+        if visual is not None:  # compiled as a placeholder: the file, read as URDF meshes are
+            return _visual_mesh(loaded, mesh, visual, meshes, library, files or MeshLibrary()), \
+                file_pose(pose, model.mesh_pos[mesh], model.mesh_quat[mesh])
         if mesh not in meshes:
             # MuJoCo's own reading of the file (or of the MJCF's vertices): what it simulates, and read
             # once already. Its vertices sit in the mesh's inertial frame, as the compiled geom pose expects.
@@ -253,6 +261,28 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
     raise ValueError(f"geom type {kind} has no USD geometry")
 
 
+def _visual_mesh(loaded: LoadedModel, mesh: int, visual: VisualMesh, meshes: dict[int, Geometry],
+                 library: MeshLibrary, files: MeshLibrary) -> Geometry:
+    """The geometry of a set-aside mesh asset (``rules.mjcf.visual_meshes``): its file's parts as ``files``
+    reads them (the build cache's, or the reading child's), scaled, named and keyed in ``library`` as
+    MuJoCo's compiled mesh of that asset is (``mujoco_mesh_part``), so the USD names do not change."""
+    if mesh not in meshes:
+        part_name = mesh_part_name(loaded.model, mesh)
+        key = visual.file.parent / f"{usd_identifier(part_name)}{visual.file.suffix}"
+        shell = int(loaded.spec.meshes[mesh].inertia) == int(mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL)
+
+        def parts(file: Path = visual.file, scale: tuple = visual.scale, shell: bool = shell) -> list[MeshPart]:
+            # A binary STL is one part (``rules.robot.meshes.read_file``); read only when the shapes are
+            # authored, so a rebuild that restores them reads nothing.
+            return [part._replace(name=part_name if index == 0 else f"{part_name}_{index}",
+                                  mass_model="shell" if shell else part.mass_model)
+                    for index, part in enumerate(files.parts(file, scale))]
+
+        library.provide_lazy(key, [part_name], parts)
+        meshes[mesh] = Geometry(kind="mesh", mesh=key)
+    return meshes[mesh]
+
+
 def is_collider(model: mujoco.MjModel, geom: int, collision_from_visuals: bool) -> bool:
     """Whether MuJoCo collides with the geom (contype or conaffinity non-zero), or all with the flag."""
     return collision_from_visuals or bool(model.geom_contype[geom] or model.geom_conaffinity[geom])
@@ -269,6 +299,7 @@ def read_geoms(loaded: LoadedModel, robot: Robot, bodies: BodyMap, texture_dir: 
     links = {link.name: link for link in robot.links}
     materials = MaterialLibrary(loaded, texture_dir)
     meshes: dict[int, Geometry] = {}
+    files = MeshLibrary()  # reads the set-aside meshes' files (each once, baked once per scale)
     geoms = GeomMap()
     taken: dict[str, set[str]] = {}
     for geom in range(model.ngeom):
@@ -276,7 +307,7 @@ def read_geoms(loaded: LoadedModel, robot: Robot, bodies: BodyMap, texture_dir: 
         link_name = bodies.link_of_body.get(body)
         if link_name is None:
             continue
-        geometry, pose = geom_geometry(loaded, geom, meshes, library)
+        geometry, pose = geom_geometry(loaded, geom, meshes, library, files)
         # A geom's visual and collider shapes share its name: they live in separate scopes.
         name = unique(model.geom(geom).name or f"geom{geom - model.body_geomadr[body]}",
                        taken.setdefault(link_name, set()))

@@ -74,6 +74,9 @@ class LoadedModel:
     texture_files: texture id → image file of the 2D file textures, which MuJoCo is not asked to decode
         (the USD references the file; decoding large images is most of a compile): in the compiled model
         they are 1×1 placeholders.
+    visual_meshes: mesh asset name → file and scale of the meshes only visual-only geoms use, which
+        MuJoCo is not asked to compile (``rules.mjcf.visual_meshes``): in the compiled model they are
+        placeholders, and the geoms are authored from the files.
     """
 
     path: Path
@@ -85,6 +88,7 @@ class LoadedModel:
     unknown_mass: set[str] = attrs.field(factory=set)
     trimesh_meshes: dict[str, Path] = attrs.field(factory=dict)
     texture_files: dict[int, Path] = attrs.field(factory=dict)
+    visual_meshes: dict[str, Any] = attrs.field(factory=dict)
 
 
 def mujoco_message(exc: BaseException) -> str:
@@ -265,7 +269,8 @@ def set_aside_file_textures(spec: mujoco.MjSpec, model_dir: Path) -> dict[int, P
 
 
 def _parsed(path: Path) -> mujoco.MjSpec:
-    """The spec as ``load_mjcf`` has it before compiling (file textures set aside)."""
+    """The spec as ``load_mjcf`` has it before compiling (file textures set aside; the visual meshes are
+    not, which changes no element's count or name)."""
     spec = parse_spec(path)
     set_aside_file_textures(spec, path.parent)
     return spec
@@ -279,21 +284,27 @@ def disable_asset_cache() -> None:
     mujoco.mj_setCacheCapacity(mujoco.mj_getCache(), 0)
 
 
-def checked_spec(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> tuple[Path, mujoco.MjSpec, dict[int, Path]]:
-    """(absolute path, parsed spec with file textures set aside, texture id → file) of the MJCF model at
-    ``path``, after every file it references is checked (``load_mjcf``); MuJoCo's warnings so far dropped."""
+def checked_spec(path: str | Path, allowed_roots: tuple[str, ...] = ()) \
+        -> tuple[Path, mujoco.MjSpec, dict[int, Path], dict[str, Any]]:
+    """(absolute path, parsed spec with file textures and visual-only meshes set aside, texture id → file,
+    mesh name → ``rules.mjcf.visual_meshes.VisualMesh``) of the MJCF model at ``path``, after every file it
+    references is checked (``load_mjcf``); MuJoCo's warnings so far dropped."""
     from usdforge.rules.files import check_model_file, check_references, model_roots
     from usdforge.rules.mjcf.references import mjcf_file_references
+    from usdforge.rules.mjcf.visual_meshes import set_aside_visual_meshes
 
     path = Path(path).absolute()
     check_model_file(path)
     roots = model_roots(path, allowed_roots)
-    check_references(mjcf_file_references(path, roots), roots)
+    references = mjcf_file_references(path, roots)
+    check_references(references, roots)
     mujoco_warnings()
     spec = parse_spec(path)
     for attribute in ("meshdir", "texturedir"):
         compiler_dir(spec, attribute, path)  # here, so that the error names the model file
-    return path, spec, set_aside_file_textures(spec, path.parent)
+    textures = set_aside_file_textures(spec, path.parent)
+    attached = any(reference.what == "model" for reference in references)
+    return path, spec, textures, set_aside_visual_meshes(spec, path.parent, roots, attached)
 
 
 def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedModel:
@@ -309,7 +320,11 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
 
     from usdforge.rules.files import model_roots
 
-    path, spec, textures = checked_spec(path, allowed_roots)
+    path, spec, textures, visual = checked_spec(path, allowed_roots)
+    if visual:  # the reading child reads the visual meshes' files while MuJoCo compiles the rest
+        from usdforge.rules.robot.meshes import MeshLibrary
+
+        MeshLibrary().read_ahead(mesh.file for mesh in visual.values())
     model, token = cached_model(path, spec)  # the build cache's compiled model of these files, if any
     if model is not None and not files_inside(model, model_roots(path, allowed_roots)):
         model = None  # names files the checks never saw: compiled afresh (and stored in its place)
@@ -322,6 +337,6 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
         del spec  # compiled, it holds MuJoCo's processed meshes (h1: 110 MB): gone before the model is stored
         if not (loaded.warnings or loaded.skipped or loaded.trimesh_meshes):  # repairs edit the spec: not reused
             store_model(token, loaded.model, lambda: _parsed(path))
-    loaded.texture_files = textures
+    loaded.texture_files, loaded.visual_meshes = textures, visual
     loaded.warnings.extend(f"MuJoCo: {message}" for message in mujoco_warnings())
     return loaded

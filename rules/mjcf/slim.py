@@ -45,7 +45,7 @@ import mujoco
 import numpy as np
 
 #: Bumped when the form changes: an older slim intermediate is then a miss.
-FORMAT = 2
+FORMAT = 3
 _FILE = "slim.bin"
 #: The meshes' own arrays (most of the bytes: franka 14 MB of 14.1), kept in an entry of their own and read
 #: only when an author asks for them (the shapes are authored): a rebuild that restores the shapes names
@@ -98,7 +98,7 @@ FIELDS = (
     "jnt_stiffness", "jnt_type", "key_ctrl", "key_qpos", "key_qvel", "key_time", "light_active", "light_bodyid",
     "light_bulbradius", "light_castshadow", "light_cutoff", "light_diffuse", "light_dir", "light_intensity",
     "light_pos", "light_type", "mat_rgba", "mat_texid", "mesh_face", "mesh_faceadr", "mesh_facenormal",
-    "mesh_facenum", "mesh_facetexcoord", "mesh_normal", "mesh_normaladr", "mesh_normalnum", "mesh_pathadr",
+    "mesh_facenum", "mesh_facetexcoord", "mesh_normal", "mesh_normaladr", "mesh_normalnum", "mesh_pathadr", "mesh_pos", "mesh_quat",
     "mesh_texcoord", "mesh_texcoordadr", "mesh_texcoordnum", "mesh_vert", "mesh_vertadr", "mesh_vertnum",
     "qpos0", "qpos_spring", "sensor_cutoff", "sensor_dim", "sensor_noise", "sensor_objid", "sensor_objtype",
     "sensor_type", "site_bodyid", "site_group", "site_pos", "site_quat", "site_size", "site_type",
@@ -604,7 +604,7 @@ def slim_or_compiled(asset: Path, allowed_roots: tuple[str, ...], link_density: 
         except ValueError:
             slim = None  # doubtful: compiled again below, and a sound one stored in its place
     if slim is not None:
-        path, spec, textures = checked_spec(asset, allowed_roots)
+        path, spec, textures, visual = checked_spec(asset, allowed_roots)
         set_link_density(spec, link_density)
         held = types.SimpleNamespace(paths=slim.arrays["paths"].tobytes(), mesh_pathadr=slim.arrays["mesh_pathadr"],
                                      tex_pathadr=slim.arrays["tex_pathadr"])
@@ -623,7 +623,7 @@ def slim_or_compiled(asset: Path, allowed_roots: tuple[str, ...], link_density: 
                 return None  # doubtful: the arrays are compiled (the fallback)
 
         return LoadedModel(path, spec, SlimModel(slim, fallback, meshes), SlimData(slim, fallback),
-                           warnings=list(slim.warnings), texture_files=textures)
+                           warnings=list(slim.warnings), texture_files=textures, visual_meshes=visual)
     loaded = apply_link_density(load_mjcf(asset, allowed_roots), link_density)
     repaired = bool(loaded.skipped or loaded.trimesh_meshes or loaded.unknown_mass)
     if storable(loaded.model, repaired):
