@@ -9,8 +9,8 @@ from pxr import Sdf, Usd
 
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
 from usdforge.rules.usd import layer as sdf
-from usdforge.rules.usd.finite import check_layer_finite
-from usdforge.rules.usd.stage import relative_asset_path, write_layer
+from usdforge.rules.usd.finite import check_layer_finite, check_text_finite
+from usdforge.rules.usd.stage import relative_asset_path, write_layer, write_text
 
 #: Payload order of the interface layer, strongest first.
 PAYLOAD_ORDER = ("physx", "newton", "mujoco", "physics", "materials", "instances", "base")
@@ -103,12 +103,20 @@ class RobotLayers:
         contents = {**(contents or {}), **{self.files[role]: data for role, data in self.restored.items()}}
         if self.layered:
             layers[self.main_file] = self._interface(name)
+        texts: dict[Path, str] = {}  # a text layer's bytes are its ExportToString: made once, checked, written
         for file, layer in layers.items():
-            if not (contents and file in contents):  # a restored layer was checked when it was stored
-                check_layer_finite(layer)  # before any file is written
+            if contents and file in contents:
+                continue  # a restored layer was checked when it was stored
+            if file.suffix == ".usda":
+                texts[file] = layer.ExportToString()
+                check_text_finite(layer, texts[file])  # before any file is written
+            else:
+                check_layer_finite(layer)
         for file, layer in layers.items():
             if contents and file in contents:
                 file.write_bytes(contents[file])
+            elif file in texts:
+                write_layer(lambda: write_text(file, texts[file]), file)
             else:
                 write_layer(lambda: layer.Save(force=True), file)
         from usdforge.rules.robot.isaaclab_cfg import hold_saved

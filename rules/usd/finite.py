@@ -82,6 +82,13 @@ def check_layer_finite(layer: Sdf.Layer, source: str | None = None) -> None:
                               where)
 
 
+def check_text_finite(layer: Sdf.Layer, text: str) -> None:
+    """``check_layer_finite`` for a text layer whose ``ExportToString`` is ``text``: usda writes every
+    non-finite number as ``nan``, ``inf`` or ``-inf``, so a text without those words (``info``, a shader's
+    namespace, aside) holds none, and only a text with one has its attributes visited."""
+    if "nan" in text or text.count("inf") != text.count("info"):
+        check_layer_finite(layer)
+
 
 def names_the_asset(convert: Callable[[Any, Path], list[Path]]) -> Callable[[Any, Path], list[Path]]:
     """A rule's ``convert(cfg, out_dir)`` whose failures on bad input all name the asset

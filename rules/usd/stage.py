@@ -110,6 +110,8 @@ def write_layer(write, path: Path) -> None:
         detail = ""
     except Tf.ErrorException as exc:
         detail = str(exc)
+    except OSError as exc:  # write_text's
+        detail = "no space left" if exc.errno == errno.ENOSPC else str(exc)
     full = "no space left" in detail.lower()
     if not full:
         try:
@@ -119,6 +121,19 @@ def write_layer(write, path: Path) -> None:
     error = OSError(f"could not write {path}" + (": no space left on device" if full else ""))
     error.errno = errno.ENOSPC if full else errno.EIO
     raise error
+
+
+def write_text(path: Path, text: str) -> bool:
+    """Write a text layer's ``ExportToString`` to ``path`` as ``Save`` writes it (the same bytes, through a
+    temporary file renamed into place), for ``write_layer``; OSError when it cannot."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_bytes(text.encode())
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        raise
+    return True
 
 
 def unique(name: str, taken: set[str]) -> str:
