@@ -17,6 +17,7 @@ time or memory limit can also give).
 from __future__ import annotations
 
 import collections
+import fcntl
 import functools
 import gc
 import json
@@ -69,8 +70,9 @@ CHILD_MEMORY = 8 << 30
 
 class RawPart(NamedTuple):
     """One triangle mesh as Assimp reads it, before welding, in the file's frame (node transforms not yet
-    applied): points (V, 3) float64; faces (F, 3) int64; normals (V, 3) or None when the file gives none
-    (an STL's facet normals on each corner: trimesh's unprocessed reading drops them, its processed one
+    applied), in Assimp's own types (float32 numbers, uint32 indices: half the bytes to send from the
+    reading child; ``decode`` widens them to float64 and int64, exactly): points (V, 3); faces (F, 3);
+    normals (V, 3) or None when the file gives none (an STL's facet normals on each corner: trimesh's unprocessed reading drops them, its processed one
     weighs them into vertex normals); uv (V, 2) or None; colors (V, 4) RGBA in [0, 1] or None; color: the material's diffuse RGBA or None;
     texture: the diffuse texture file or None; transform (4, 4): the node's place in the file's frame;
     unit: the metres per unit of a COLLADA file's ``<unit meter>``, which ``transform`` applies (1 else)."""
@@ -147,19 +149,20 @@ def read_assimp(path: Path) -> list[RawPart] | str:
         mesh = scene.meshes[index]
         if mesh.num_faces == 0 or mesh.num_indices != 3 * mesh.num_faces:
             continue  # points and lines (SortByPType puts them in meshes of their own)
-        points = np.frombuffer(mesh.vertices, dtype=np.float32).reshape(-1, 3).astype(np.float64)
+        # Copies: the buffers are the scene's memory, freed with it.
+        points = np.frombuffer(mesh.vertices, dtype=np.float32).reshape(-1, 3).copy()
         if not np.isfinite(points).all():
             return "not finite"
-        faces = np.frombuffer(mesh.indices, dtype=np.uint32).reshape(-1, 3).astype(np.int64)
+        faces = np.frombuffer(mesh.indices, dtype=np.uint32).reshape(-1, 3).copy()
         normals = None
         if mesh.normals is not None:  # an STL's: its facet normals, on each corner
-            normals = np.frombuffer(mesh.normals, dtype=np.float32).reshape(-1, 3).astype(np.float64)
+            normals = np.frombuffer(mesh.normals, dtype=np.float32).reshape(-1, 3).copy()
         uv = None
         if mesh.texcoords:
-            uv = np.frombuffer(mesh.texcoords[0], dtype=np.float32).reshape(len(points), -1)[:, :2].astype(np.float64)
+            uv = np.frombuffer(mesh.texcoords[0], dtype=np.float32).reshape(len(points), -1)[:, :2].copy()
         colors = None
         if mesh.colors:
-            colors = np.frombuffer(mesh.colors[0], dtype=np.float32).reshape(len(points), 4).astype(np.float64)
+            colors = np.frombuffer(mesh.colors[0], dtype=np.float32).reshape(len(points), 4).copy()
         material = scene.materials[mesh.material_index] if mesh.material_index < len(scene.materials) else {}
         if _is_default(material) and uv is not None:
             return "uv without material"
@@ -408,6 +411,10 @@ class _ReaderProcess:
     def __init__(self) -> None:
         request_read, self.requests = os.pipe()
         self.answers, answer_write = os.pipe()
+        try:  # a mesh's arrays in a few large writes rather than many 64 KiB ones, each a switch between the two
+            fcntl.fcntl(answer_write, fcntl.F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass  # above this system's limit for pipes (fs.pipe-max-size): the default size works, more slowly
         self.owner = os.getpid()
         self.pending: collections.deque[tuple[Path, tuple | None]] = collections.deque()
         self.queue: collections.deque[Path] = collections.deque()
@@ -577,6 +584,9 @@ def _limit_memory(extra: int) -> None:
 
 
 _ARRAYS = ("points", "faces", "normals", "uv", "colors", "transform")
+#: Each array's type in the child's message: Assimp's own (the transform is usdforge's, float64).
+_WIRE_TYPES = {**{field: np.dtype(np.float32) for field in ("points", "normals", "uv", "colors")},
+               "faces": np.dtype(np.uint32), "transform": np.dtype(np.float64)}
 
 
 def encode(result: list[RawPart] | str) -> bytes:
@@ -591,7 +601,7 @@ def encode(result: list[RawPart] | str) -> bytes:
             for field in _ARRAYS:
                 value = getattr(part, field)
                 if value is not None:
-                    value = np.ascontiguousarray(value, dtype=np.int64 if field == "faces" else np.float64)
+                    value = np.ascontiguousarray(value, dtype=_WIRE_TYPES[field])
                     arrays[field] = [value.dtype.str, list(value.shape), offset]
                     chunks.append(value.tobytes())
                     offset += value.nbytes
@@ -616,10 +626,11 @@ def decode(data: bytes) -> list[RawPart] | str:
     for item in header["parts"]:
         fields = {}
         for field, (dtype, shape, offset) in item["arrays"].items():
-            if field not in _ARRAYS or np.dtype(dtype) not in (np.dtype(np.float64), np.dtype(np.int64)):
+            if field not in _ARRAYS or np.dtype(dtype) != _WIRE_TYPES[field]:
                 raise ValueError(f"unexpected array {field} of {dtype}")
             count = int(np.prod(shape))
-            fields[field] = np.frombuffer(body, np.dtype(dtype), count, offset).reshape(shape).copy()
+            wide = np.int64 if field == "faces" else np.float64  # exact: every uint32 and float32 fits
+            fields[field] = np.frombuffer(body, np.dtype(dtype), count, offset).reshape(shape).astype(wide)
         color = item["color"]
         parts.append(RawPart(str(item["name"]), fields["points"], fields["faces"], fields.get("normals"),
                              fields.get("uv"), fields.get("colors"),
