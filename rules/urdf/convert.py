@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from usdforge.rules.build_scope import within_build
 from usdforge.rules.conversion_warnings import note, warn
 from usdforge.rules.errors import ConversionError, MissingFiles
 from usdforge.rules.usd.finite import names_the_asset
@@ -193,8 +194,9 @@ def missing_files(asset: Path, root, packages: dict[str, str], tree_root: str | 
 def convert(cfg: UrdfConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
     place atomically). Raises ConversionError on bad input, before writing anything."""
-    meshes = MeshLibrary()
-    robot = robot_from_urdf(cfg, meshes)
+    with within_build():  # each package URI resolved and each mesh scanned once (rules.build_scope)
+        meshes = MeshLibrary()
+        robot = robot_from_urdf(cfg, meshes)
     usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
     options = RobotUsdOptions.from_cfg(cfg)
     with saved_layers_held(cfg.articulation_cfg):
