@@ -112,12 +112,16 @@ def read_assimp(path: Path) -> list[RawPart] | str:
         if any(not reference.is_file() for reference in obj_references(path)):
             return "missing reference"
     flags = assimp_py.Process_Triangulate | assimp_py.Process_SortByPType
-    try:
-        scene = assimp_py.import_file(str(path), flags)
-    except Exception:  # noqa: BLE001 - the binding reports every failure as a generic error
-        scene = _without_lines(path, flags) if extension == "dae" else None
-        if scene is None:
-            return "refused"
+    # A COLLADA file with line primitives is refused as it is: its copy without them is read at once
+    # rather than after a refused read of the whole file.
+    scene = _without_lines(path, flags) if extension == "dae" and _has_lines(path) else None
+    if scene is None:
+        try:
+            scene = assimp_py.import_file(str(path), flags)
+        except Exception:  # noqa: BLE001 - the binding reports every failure as a generic error
+            scene = _without_lines(path, flags) if extension == "dae" else None
+            if scene is None:
+                return "refused"
     if scene is None or not scene.meshes:
         return "no triangles"
     root_transform, unit = None, 1.0
@@ -248,6 +252,15 @@ def _opaque_transparent_colors(path: Path) -> bool:
 
 #: COLLADA line primitives: no surface (trimesh drops them), and assimp-py refuses a file holding any.
 _COLLADA_LINES = re.compile(rb"<(lines|linestrips)\b[^>]*>.*?</\1>", re.DOTALL)
+
+
+def _has_lines(path: Path) -> bool:
+    """Whether a COLLADA file holds ``<lines>`` or ``<linestrips>``."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    return b"<lines" in data and _COLLADA_LINES.search(data) is not None
 
 
 def _without_lines(path: Path, flags: int) -> Any:
