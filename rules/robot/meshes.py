@@ -132,7 +132,9 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray, sourc
     return _bake(part, transform)
 
 
-#: Odd 64-bit factors (SplitMix64's) of ``_weld``'s row hash; the hash only groups, every group is checked.
+#: Odd 64-bit factors (SplitMix64's) of ``_weld``'s row hash, linear in the columns so that rows that differ
+#: by structure (a mirrored coordinate, a shared column) still differ: two rows share a hash only when their
+#: difference is one of a sparse lattice's vectors. The hash only groups: every group is checked.
 _ROW_HASH = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
 
 
@@ -155,17 +157,36 @@ def _weld(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.bitwise_xor(key, column << np.uint64(offset * 21), out=key)
         return _groups(key)
     columns = as_int.view(np.uint64).T
-    first_factor, second_factor, third_factor = _ROW_HASH
-    with np.errstate(over="ignore"):  # wrapping multiplication is the hash
-        hashed = (columns[0] * first_factor ^ columns[1]) * second_factor
-        hashed ^= columns[2]
-        hashed *= third_factor
+    with np.errstate(over="ignore"):  # wrapping arithmetic is the hash: a sum of the columns, each times a factor
+        hashed = columns[0] * _ROW_HASH[0]
+        hashed += columns[1] * _ROW_HASH[1]
+        hashed += columns[2] * _ROW_HASH[2]
     first, group = _groups(hashed)
     distinct = as_int[first]
     if not all(np.array_equal(distinct[:, axis][group], as_int[:, axis]) for axis in range(3)):
         return _memcmp_order(as_int)  # two different rows share a hash: order all rows
-    order, rank = _memcmp_order(distinct)
+    order, rank = _distinct_memcmp_order(distinct)
     return first[order], rank[group]
+
+
+def _distinct_memcmp_order(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, rank) of distinct ``rows`` (U, 3) int64 in ``memcmp`` order (``_memcmp_order``): one sort by
+    the first column's key, then only the rows that share a first key (a few percent) sorted by all three
+    keys, in the places their group holds."""
+    keys = np.ascontiguousarray(rows).byteswap().view(np.uint64)
+    order = np.argsort(keys[:, 0])
+    first = keys[order, 0]
+    same = first[1:] == first[:-1]
+    if same.any():
+        tied = np.zeros(len(rows), dtype=bool)
+        tied[1:] = same
+        tied[:-1] |= same
+        places = np.flatnonzero(tied)  # each group's places, the groups in first-key order
+        members = order[places]
+        order[places] = members[np.lexsort(keys[members].T[::-1])]
+    rank = np.empty(len(rows), dtype=np.int64)
+    rank[order] = np.arange(len(rows))
+    return order, rank
 
 
 def _memcmp_order(as_int: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
