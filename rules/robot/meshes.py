@@ -90,7 +90,8 @@ def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
     faces, normals, normal_indices, uv = part.faces, part.normals, part.normal_indices, part.uv
     if normals is not None:
         normals = normals @ np.linalg.inv(linear)
-        normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-300)
+        x, y, z = normals.T  # the row norms as np.linalg.norm sums them ((x² + y²) + z²), without its (N, 3) square
+        normals /= np.maximum(np.sqrt(x * x + y * y + z * z), 1e-300)[:, None]
     if np.linalg.det(linear) < 0:
         faces = faces[:, ::-1]
         if normal_indices is not None:
