@@ -44,6 +44,11 @@ def _finite(value: Any) -> bool:
         return True
     if isinstance(value, _QUATERNIONS):
         return all(math.isfinite(v) for v in (value.GetReal(), *value.GetImaginary()))
+    array = np.asarray(value)  # a Vt array as its own type (float32 points: no float64 copy)
+    if array.dtype.kind == "f":
+        return bool(np.isfinite(array).all())
+    if array.dtype.kind in "iub":
+        return True
     try:
         array = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
