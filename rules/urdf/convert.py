@@ -76,14 +76,15 @@ def read_source(cfg: UrdfConverterCfg, meshes: MeshLibrary) -> Robot:
     it references and ``rules.robot.layer_fields.READ_FIELDS["urdf"]`` only."""
     asset = Path(cfg.asset_path)
     expanded = expanded_xacro(cfg)
-    missing = check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots, expanded, cfg.tree_root)
+    loaded = load_urdf_xml(asset, expanded)  # parsed once: checked, then read
+    missing = check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots, expanded, cfg.tree_root, loaded[0])
     if missing and not cfg.allow_missing_files:
         raise MissingFiles(missing)
     if missing:
         warn(asset, f"{len(missing)} referenced file(s) missing; converted without them (allow_missing_files; "
                     "the conversion record lists each)")
     return read_urdf(asset, packages_of(cfg), meshes, expanded, cfg.tree_root, missing_noted=bool(missing),
-                     allowed=tuple(cfg.allowed_roots))
+                     allowed=tuple(cfg.allowed_roots), loaded=loaded)
 
 
 def apply_cfg(robot: Robot, cfg: UrdfConverterCfg, meshes: MeshLibrary) -> Robot:
@@ -135,15 +136,17 @@ def apply_cfg(robot: Robot, cfg: UrdfConverterCfg, meshes: MeshLibrary) -> Robot
 
 
 def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple[str, ...],
-                     expanded: bytes | None = None, tree_root: str | None = None,
+                     expanded: bytes | None = None, tree_root: str | None = None, root=None,
                      ) -> list[tuple[Path, str, str, int | None]]:
     """ConversionError, naming the element, for a file the URDF references that lies outside its folder,
     its package roots and ``allowed_roots``, that is not a regular file of bounded size, or a texture that
-    is not an image (``rules.files``): nothing else reads a file before this check.
+    is not an image (``rules.files``): nothing else reads a file before this check. root: the URDF's root
+    element as ``load_urdf_xml`` parsed it (None: parsed here).
 
     Returns the missing files, each as (file, problem, element, line) for a located line; notes how each
     ROS package resolved (``rules.urdf.paths``: the folder and the rule)."""
-    root, _ = load_urdf_xml(asset, expanded)  # a xacro: the URDF it expanded to
+    if root is None:
+        root, _ = load_urdf_xml(asset, expanded)  # a xacro: the URDF it expanded to
     references, package_roots, resolutions = urdf_file_references(asset, root, packages, tree_root,
                                                                   tuple(allowed_roots))
     check_references(references, model_roots(asset, [*package_roots, *allowed_roots]))
