@@ -43,6 +43,7 @@ class RobotLayers:
         self.restored = dict(restored or {}) if layered else {}
         self.layers: dict[str, Sdf.Layer] = {}
         self._stages: dict[str, Usd.Stage] = {}
+        self._references: dict[tuple[str, str], str] = {}
         folders: set[Path] = set()
         for role, file in self.files.items():
             existing = next((layer for r, layer in self.layers.items() if self.files[r] == file), None)
@@ -84,9 +85,12 @@ class RobotLayers:
 
     def reference(self, spec: Sdf.PrimSpec, from_role: str, to_role: str, target: Sdf.Path) -> None:
         """Reference ``target`` of ``to_role``'s layer from ``spec`` in ``from_role``'s layer."""
-        same = self.files[from_role] == self.files[to_role]
-        sdf.add_reference(spec, "" if same else relative_asset_path(self.files[to_role], self.files[from_role].parent),
-                          target)
+        key = (from_role, to_role)
+        if key not in self._references:  # one asset path per pair of layers (every shape references one)
+            same = self.files[from_role] == self.files[to_role]
+            self._references[key] = "" if same else \
+                relative_asset_path(self.files[to_role], self.files[from_role].parent)
+        sdf.add_reference(spec, self._references[key], target)
 
     def asset_path(self, role: str, file: Path) -> str:
         """``file`` as an asset path relative to ``role``'s layer."""
