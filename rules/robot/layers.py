@@ -10,7 +10,7 @@ from pxr import Sdf, Usd
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.usd.finite import check_layer_finite, check_text_finite
-from usdforge.rules.usd.stage import relative_asset_path, write_layer, write_text
+from usdforge.rules.usd.stage import add_custom_data_on_save, relative_asset_path, write_layer, write_text
 
 #: Payload order of the interface layer, strongest first.
 PAYLOAD_ORDER = ("physx", "newton", "mujoco", "physics", "materials", "instances", "base")
@@ -107,6 +107,8 @@ class RobotLayers:
         contents = {**(contents or {}), **{self.files[role]: data for role, data in self.restored.items()}}
         if self.layered:
             layers[self.main_file] = self._interface(name)
+        if not (contents and self.main_file in contents):  # the pipeline's provenance, recorded as it is written
+            add_custom_data_on_save(layers[self.main_file], self.main_file)
         texts: dict[Path, str] = {}  # a text layer's bytes are its ExportToString: made once, checked, written
         for file, layer in layers.items():
             if contents and file in contents:

@@ -68,14 +68,20 @@ def save_layer(layer: Sdf.Layer) -> Path:
     """Save a layer made for its file (``new_stage(..., path)``'s, ``Sdf.Layer.CreateNew``) after the
     non-finite guard, with the ``custom_data_on_save`` of that file."""
     check_layer_finite(layer)
+    add_custom_data_on_save(layer, Path(layer.realPath))
+    write_layer(layer.Save, Path(layer.realPath))
+    return Path(layer.realPath)
+
+
+def add_custom_data_on_save(layer: Sdf.Layer, path: Path) -> None:
+    """Set the ``custom_data_on_save`` of ``path`` (if any) in the customLayerData of ``layer``, which is
+    about to be written there."""
     pending = _ON_SAVE.get()
-    if pending is not None and pending[0] == os.path.realpath(layer.realPath):
+    if pending is not None and pending[0] == os.path.realpath(path):
         data = dict(layer.customLayerData)
         data[pending[1]] = pending[2]
         layer.customLayerData = data
-        pending[3].add(layer.realPath)
-    write_layer(layer.Save, Path(layer.realPath))
-    return Path(layer.realPath)
+        pending[3].add(os.path.realpath(path))
 
 
 _ON_SAVE: ContextVar[tuple[str, str, dict, set[str]] | None] = ContextVar("usdforge_on_save", default=None)
