@@ -505,21 +505,22 @@ class _ReaderProcess:
         except (ValueError, KeyError, TypeError, IndexError):  # a garbled message: a crash too
             return "crashed"
 
-    def _receive(self, size: int, deadline: float) -> bytes | None:
-        """``size`` bytes from the child, or None when it ends or ``deadline`` passes first."""
-        chunks, received = [], 0
+    def _receive(self, size: int, deadline: float) -> bytearray | None:
+        """``size`` bytes from the child (read into one buffer), or None when it ends or ``deadline`` passes
+        first."""
+        buffer = bytearray(size)
+        view, received = memoryview(buffer), 0
         while received < size:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
             if not select.select([self.answers], [], [], left)[0]:
                 continue
-            chunk = os.read(self.answers, min(size - received, 1 << 22))
-            if not chunk:
+            count = os.readv(self.answers, [view[received:received + (1 << 22)]])
+            if not count:
                 return None
-            chunks.append(chunk)
-            received += len(chunk)
-        return b"".join(chunks)
+            received += count
+        return buffer
 
     def stop(self) -> None:
         for descriptor in (self.requests, self.answers):
@@ -569,8 +570,10 @@ def _serve(requests: int, answers: int) -> None:
     with os.fdopen(requests, "rb") as incoming, os.fdopen(answers, "wb") as outgoing:
         while header := incoming.read(8):
             path = Path(os.fsdecode(incoming.read(int.from_bytes(header, "little"))))
-            payload = encode(read_assimp(path))
-            outgoing.write(len(payload).to_bytes(8, "little") + payload)
+            chunks = encode_chunks(read_assimp(path))  # written as they are: no joined copy of the arrays
+            outgoing.write(sum(memoryview(chunk).nbytes for chunk in chunks).to_bytes(8, "little"))
+            for chunk in chunks:
+                outgoing.write(chunk)
             outgoing.flush()
 
 
@@ -605,6 +608,11 @@ _WIRE_TYPES = {**{field: np.dtype(np.float32) for field in ("points", "normals",
 def encode(result: list[RawPart] | str) -> bytes:
     """``read_assimp``'s result as bytes (a JSON header, then the arrays' raw bytes): no pickle, so what a
     child that Assimp's bugs may have subverted sends is data, never code to run."""
+    return b"".join(encode_chunks(result))
+
+
+def encode_chunks(result: list[RawPart] | str) -> list[Any]:
+    """``encode``'s bytes as consecutive buffers (the header, then each array's own memory)."""
     if isinstance(result, str):
         header, chunks = {"fallback": result}, []
     else:
@@ -616,13 +624,13 @@ def encode(result: list[RawPart] | str) -> bytes:
                 if value is not None:
                     value = np.ascontiguousarray(value, dtype=_WIRE_TYPES[field])
                     arrays[field] = [value.dtype.str, list(value.shape), offset]
-                    chunks.append(value.tobytes())
+                    chunks.append(value.reshape(-1).view(np.uint8))
                     offset += value.nbytes
             meta.append({"name": part.name, "color": part.color, "unit": part.unit,
                          "texture": None if part.texture is None else str(part.texture), "arrays": arrays})
         header = {"parts": meta}
     data = json.dumps(header).encode()
-    return len(data).to_bytes(8, "little") + data + b"".join(chunks)
+    return [len(data).to_bytes(8, "little") + data, *chunks]
 
 
 def decode(data: bytes) -> list[RawPart] | str:
