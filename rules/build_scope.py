@@ -22,6 +22,17 @@ def one_build() -> Iterator[None]:
         _SCOPE.reset(token)
 
 
+@contextlib.contextmanager
+def within_build() -> Iterator[None]:
+    """``one_build()``, unless inside one already (the pipeline's, which spans the dependency scan too): a
+    rule's ``convert`` called on its own still scans and resolves each file once."""
+    if _SCOPE.get() is not None:
+        yield
+        return
+    with one_build():
+        yield
+
+
 def memo(name: str) -> dict[Any, Any] | None:
     """The memo ``name`` of the enclosing ``one_build()``, or None outside one."""
     scope = _SCOPE.get()

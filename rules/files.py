@@ -70,12 +70,12 @@ class Reference(NamedTuple):
 
 def inside(path: Path, roots: Iterable[Path]) -> bool:
     """Whether ``path`` (symlinks resolved) lies in one of ``roots`` (symlinks resolved)."""
-    real = os.path.realpath(path)
-    for root in roots:
-        top = os.path.realpath(root)
-        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
-            return True
-    return False
+    return _inside_real(os.path.realpath(path), [os.path.realpath(root) for root in roots])
+
+
+def _inside_real(real: str, tops: list[str]) -> bool:
+    """``inside`` of a real path and real roots."""
+    return any(real == top or real.startswith(top.rstrip(os.sep) + os.sep) for top in tops)
 
 
 def regular_file_problem(path: Path, max_bytes: int | None = None) -> str | None:
@@ -120,14 +120,14 @@ def check_references(references: Iterable[Reference], roots: Iterable[Path]) -> 
     the error raised is still that of the first failing reference, in the model's order. Inside
     ``texture_checks_overlapped`` (a pipeline conversion) the decodes run in the background and their
     error is raised when it is left, before the output is published."""
-    roots = list(roots)
+    tops = [os.path.realpath(root) for root in roots]  # once, not once per reference
     textures: list[Reference] = []
     failure = None
     for ref in references:
         ref = ref._replace(path=Path(os.path.abspath(ref.path)))
         if not os.path.lexists(ref.path):
             continue  # nothing to read: the converter warns (or fails) about the missing file
-        if not inside(ref.path, roots):
+        if not _inside_real(os.path.realpath(ref.path), tops):
             real = os.path.realpath(ref.path)
             shown = quote(str(ref.path)) + (f" (a link to {quote(real)})" if real != str(ref.path) else "")
             failure = ConversionError(ref.file, f"{ref.what} {shown} is outside the model's folder and "

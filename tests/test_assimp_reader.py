@@ -389,15 +389,20 @@ def test_files_asked_for_ahead_give_the_same_answers_in_any_order_and_a_crash_st
     assert len(read_in_child(paths[0])[0].faces) == direct[paths[0]]
 
 
-@pytest.mark.parametrize("scale", [1e-3, 0.5, 1e5])
-def test_welding_groups_points_exactly_as_trimesh_unique_rows(scale):
-    """``_weld`` (sorting integer keys: each column's rank packed into one integer) gives trimesh's
-    ``grouping.unique_rows``: the same unique rows in the same order and the same inverse, for points
-    within 1 cm (packed as trimesh packs them) and beyond (trimesh sorts the rows' bytes), with shared
-    coordinates in a column and mirrored ones."""
+@pytest.mark.parametrize("scale, hash_collides", [(1e-3, False), (0.5, False), (1e5, False), (0.5, True)])
+def test_welding_groups_points_exactly_as_trimesh_unique_rows(scale, hash_collides, monkeypatch):
+    """``_weld`` (sorting integer keys: each column's rank packed into one integer; beyond 1 cm, equal rows
+    grouped by a hash first) gives trimesh's ``grouping.unique_rows``: the same unique rows in the same
+    order and the same inverse, for points within 1 cm (packed as trimesh packs them) and beyond (trimesh
+    sorts the rows' bytes), with shared coordinates in a column and mirrored ones, and when different
+    rows share a hash (here every row: a zero hash)."""
     from trimesh.grouping import unique_rows
 
+    from usdforge.rules.robot import meshes
     from usdforge.rules.robot.meshes import _weld
+
+    if hash_collides:
+        monkeypatch.setattr(meshes, "_ROW_HASH", (np.uint64(0),) * 3)
 
     rng = np.random.default_rng(int(scale * 1000))
     base = rng.uniform(-scale, scale, (400, 3))

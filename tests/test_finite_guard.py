@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pxr import Gf, Sdf, Vt
 
-from usdforge.rules.usd.finite import NonFiniteOutput, check_layer_finite
+from usdforge.rules.usd.finite import NonFiniteOutput, check_layer_finite, check_text_finite
 
 NAN, INF = float("nan"), float("inf")
 T = Sdf.ValueTypeNames
@@ -31,6 +31,9 @@ def test_a_non_finite_value_is_refused_by_name(type_name, bad, sampled):
         attribute.default = bad
     with pytest.raises(NonFiniteOutput, match="non-finite"):
         check_layer_finite(layer, "robot.urdf")
+    with pytest.raises(NonFiniteOutput, match="non-finite"):  # the text a robot's text layer is written from
+        check_text_finite(layer, layer.ExportToString())
     fine = Sdf.Layer.CreateAnonymous("fine.usda")
     Sdf.AttributeSpec(Sdf.CreatePrimInLayer(fine, "/robot/link"), "value", type_name)
     check_layer_finite(fine)  # no value at all: fine
+    check_text_finite(fine, fine.ExportToString())

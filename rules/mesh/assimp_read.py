@@ -17,6 +17,7 @@ time or memory limit can also give).
 from __future__ import annotations
 
 import collections
+import fcntl
 import functools
 import gc
 import json
@@ -69,8 +70,9 @@ CHILD_MEMORY = 8 << 30
 
 class RawPart(NamedTuple):
     """One triangle mesh as Assimp reads it, before welding, in the file's frame (node transforms not yet
-    applied): points (V, 3) float64; faces (F, 3) int64; normals (V, 3) or None when the file gives none
-    (an STL's facet normals on each corner: trimesh's unprocessed reading drops them, its processed one
+    applied), in Assimp's own types (float32 numbers, uint32 indices: half the bytes to send from the
+    reading child; ``decode`` widens them to float64 and int64, exactly): points (V, 3); faces (F, 3);
+    normals (V, 3) or None when the file gives none (an STL's facet normals on each corner: trimesh's unprocessed reading drops them, its processed one
     weighs them into vertex normals); uv (V, 2) or None; colors (V, 4) RGBA in [0, 1] or None; color: the material's diffuse RGBA or None;
     texture: the diffuse texture file or None; transform (4, 4): the node's place in the file's frame;
     unit: the metres per unit of a COLLADA file's ``<unit meter>``, which ``transform`` applies (1 else)."""
@@ -110,12 +112,16 @@ def read_assimp(path: Path) -> list[RawPart] | str:
         if any(not reference.is_file() for reference in obj_references(path)):
             return "missing reference"
     flags = assimp_py.Process_Triangulate | assimp_py.Process_SortByPType
-    try:
-        scene = assimp_py.import_file(str(path), flags)
-    except Exception:  # noqa: BLE001 - the binding reports every failure as a generic error
-        scene = _without_lines(path, flags) if extension == "dae" else None
-        if scene is None:
-            return "refused"
+    # A COLLADA file with line primitives is refused as it is: its copy without them is read at once
+    # rather than after a refused read of the whole file.
+    scene = _without_lines(path, flags) if extension == "dae" and _has_lines(path) else None
+    if scene is None:
+        try:
+            scene = assimp_py.import_file(str(path), flags)
+        except Exception:  # noqa: BLE001 - the binding reports every failure as a generic error
+            scene = _without_lines(path, flags) if extension == "dae" else None
+            if scene is None:
+                return "refused"
     if scene is None or not scene.meshes:
         return "no triangles"
     root_transform, unit = None, 1.0
@@ -147,19 +153,20 @@ def read_assimp(path: Path) -> list[RawPart] | str:
         mesh = scene.meshes[index]
         if mesh.num_faces == 0 or mesh.num_indices != 3 * mesh.num_faces:
             continue  # points and lines (SortByPType puts them in meshes of their own)
-        points = np.frombuffer(mesh.vertices, dtype=np.float32).reshape(-1, 3).astype(np.float64)
+        # Copies: the buffers are the scene's memory, freed with it.
+        points = np.frombuffer(mesh.vertices, dtype=np.float32).reshape(-1, 3).copy()
         if not np.isfinite(points).all():
             return "not finite"
-        faces = np.frombuffer(mesh.indices, dtype=np.uint32).reshape(-1, 3).astype(np.int64)
+        faces = np.frombuffer(mesh.indices, dtype=np.uint32).reshape(-1, 3).copy()
         normals = None
         if mesh.normals is not None:  # an STL's: its facet normals, on each corner
-            normals = np.frombuffer(mesh.normals, dtype=np.float32).reshape(-1, 3).astype(np.float64)
+            normals = np.frombuffer(mesh.normals, dtype=np.float32).reshape(-1, 3).copy()
         uv = None
         if mesh.texcoords:
-            uv = np.frombuffer(mesh.texcoords[0], dtype=np.float32).reshape(len(points), -1)[:, :2].astype(np.float64)
+            uv = np.frombuffer(mesh.texcoords[0], dtype=np.float32).reshape(len(points), -1)[:, :2].copy()
         colors = None
         if mesh.colors:
-            colors = np.frombuffer(mesh.colors[0], dtype=np.float32).reshape(len(points), 4).astype(np.float64)
+            colors = np.frombuffer(mesh.colors[0], dtype=np.float32).reshape(len(points), 4).copy()
         material = scene.materials[mesh.material_index] if mesh.material_index < len(scene.materials) else {}
         if _is_default(material) and uv is not None:
             return "uv without material"
@@ -245,6 +252,15 @@ def _opaque_transparent_colors(path: Path) -> bool:
 
 #: COLLADA line primitives: no surface (trimesh drops them), and assimp-py refuses a file holding any.
 _COLLADA_LINES = re.compile(rb"<(lines|linestrips)\b[^>]*>.*?</\1>", re.DOTALL)
+
+
+def _has_lines(path: Path) -> bool:
+    """Whether a COLLADA file holds ``<lines>`` or ``<linestrips>``."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    return b"<lines" in data and _COLLADA_LINES.search(data) is not None
 
 
 def _without_lines(path: Path, flags: int) -> Any:
@@ -386,9 +402,10 @@ def _drop_reader() -> None:
     _READER = None
 
 
-#: Most requests sent to the reading child and not answered yet: a few paths fit in a pipe's buffer, so
-#: the parent never blocks on sending while the child blocks on answering.
-AHEAD = 4
+#: Most requests sent to the reading child and not answered yet, and most bytes they may take: well within
+#: a pipe's buffer (64 KiB), so the parent never blocks on sending while the child blocks on answering.
+AHEAD = 64
+REQUEST_BYTES = 32 << 10
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -408,6 +425,10 @@ class _ReaderProcess:
     def __init__(self) -> None:
         request_read, self.requests = os.pipe()
         self.answers, answer_write = os.pipe()
+        try:  # a mesh's arrays in a few large writes rather than many 64 KiB ones, each a switch between the two
+            fcntl.fcntl(answer_write, fcntl.F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass  # above this system's limit for pipes (fs.pipe-max-size): the default size works, more slowly
         self.owner = os.getpid()
         self.pending: collections.deque[tuple[Path, tuple | None]] = collections.deque()
         self.queue: collections.deque[Path] = collections.deque()
@@ -429,17 +450,30 @@ class _ReaderProcess:
         os.set_inheritable(self.answers, False)
 
     def fill(self) -> None:
-        """Send queued requests while fewer than ``AHEAD`` are unanswered."""
-        while self.queue and len(self.pending) < AHEAD and not self.dead:
-            path = self.queue.popleft()
-            request = os.fsencode(path)
-            try:
-                os.write(self.requests, len(request).to_bytes(8, "little") + request)
-            except OSError:  # the child is gone
-                self.dead = True
-                self.queue.appendleft(path)
-                return
-            self.pending.append((path, _stamp(path)))
+        """Send queued requests while fewer than ``AHEAD`` are unanswered and their bytes fit in
+        ``REQUEST_BYTES``, in one write: each write wakes the child, which costs the parent its processor
+        for a while on a busy machine."""
+        budget = REQUEST_BYTES - sum(len(os.fsencode(path)) + 8 for path, _ in self.pending)
+        batch: list[bytes] = []
+        sending: list[Path] = []
+        while self.queue and len(self.pending) + len(sending) < AHEAD and not self.dead:
+            request = os.fsencode(self.queue[0])
+            if len(request) + 8 > budget and (sending or self.pending):
+                break
+            budget -= len(request) + 8
+            batch.append(len(request).to_bytes(8, "little") + request)
+            sending.append(self.queue.popleft())
+        if not sending:
+            return
+        data = memoryview(b"".join(batch))
+        try:
+            while data:
+                data = data[os.write(self.requests, data):]
+        except OSError:  # the child is gone
+            self.dead = True
+            self.queue.extendleft(reversed(sending))
+            return
+        self.pending.extend((path, _stamp(path)) for path in sending)
 
     def read(self, path: Path, timeout: float) -> list[RawPart] | str | None:
         """The child's answer for ``path`` ("crashed" when the child died on it or ran past ``timeout``
@@ -485,21 +519,22 @@ class _ReaderProcess:
         except (ValueError, KeyError, TypeError, IndexError):  # a garbled message: a crash too
             return "crashed"
 
-    def _receive(self, size: int, deadline: float) -> bytes | None:
-        """``size`` bytes from the child, or None when it ends or ``deadline`` passes first."""
-        chunks, received = [], 0
+    def _receive(self, size: int, deadline: float) -> bytearray | None:
+        """``size`` bytes from the child (read into one buffer), or None when it ends or ``deadline`` passes
+        first."""
+        buffer = bytearray(size)
+        view, received = memoryview(buffer), 0
         while received < size:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
             if not select.select([self.answers], [], [], left)[0]:
                 continue
-            chunk = os.read(self.answers, min(size - received, 1 << 22))
-            if not chunk:
+            count = os.readv(self.answers, [view[received:received + (1 << 22)]])
+            if not count:
                 return None
-            chunks.append(chunk)
-            received += len(chunk)
-        return b"".join(chunks)
+            received += count
+        return buffer
 
     def stop(self) -> None:
         for descriptor in (self.requests, self.answers):
@@ -549,8 +584,10 @@ def _serve(requests: int, answers: int) -> None:
     with os.fdopen(requests, "rb") as incoming, os.fdopen(answers, "wb") as outgoing:
         while header := incoming.read(8):
             path = Path(os.fsdecode(incoming.read(int.from_bytes(header, "little"))))
-            payload = encode(read_assimp(path))
-            outgoing.write(len(payload).to_bytes(8, "little") + payload)
+            chunks = encode_chunks(read_assimp(path))  # written as they are: no joined copy of the arrays
+            outgoing.write(sum(memoryview(chunk).nbytes for chunk in chunks).to_bytes(8, "little"))
+            for chunk in chunks:
+                outgoing.write(chunk)
             outgoing.flush()
 
 
@@ -577,11 +614,19 @@ def _limit_memory(extra: int) -> None:
 
 
 _ARRAYS = ("points", "faces", "normals", "uv", "colors", "transform")
+#: Each array's type in the child's message: Assimp's own (the transform is usdforge's, float64).
+_WIRE_TYPES = {**{field: np.dtype(np.float32) for field in ("points", "normals", "uv", "colors")},
+               "faces": np.dtype(np.uint32), "transform": np.dtype(np.float64)}
 
 
 def encode(result: list[RawPart] | str) -> bytes:
     """``read_assimp``'s result as bytes (a JSON header, then the arrays' raw bytes): no pickle, so what a
     child that Assimp's bugs may have subverted sends is data, never code to run."""
+    return b"".join(encode_chunks(result))
+
+
+def encode_chunks(result: list[RawPart] | str) -> list[Any]:
+    """``encode``'s bytes as consecutive buffers (the header, then each array's own memory)."""
     if isinstance(result, str):
         header, chunks = {"fallback": result}, []
     else:
@@ -591,15 +636,15 @@ def encode(result: list[RawPart] | str) -> bytes:
             for field in _ARRAYS:
                 value = getattr(part, field)
                 if value is not None:
-                    value = np.ascontiguousarray(value, dtype=np.int64 if field == "faces" else np.float64)
+                    value = np.ascontiguousarray(value, dtype=_WIRE_TYPES[field])
                     arrays[field] = [value.dtype.str, list(value.shape), offset]
-                    chunks.append(value.tobytes())
+                    chunks.append(value.reshape(-1).view(np.uint8))
                     offset += value.nbytes
             meta.append({"name": part.name, "color": part.color, "unit": part.unit,
                          "texture": None if part.texture is None else str(part.texture), "arrays": arrays})
         header = {"parts": meta}
     data = json.dumps(header).encode()
-    return len(data).to_bytes(8, "little") + data + b"".join(chunks)
+    return [len(data).to_bytes(8, "little") + data, *chunks]
 
 
 def decode(data: bytes) -> list[RawPart] | str:
@@ -616,10 +661,11 @@ def decode(data: bytes) -> list[RawPart] | str:
     for item in header["parts"]:
         fields = {}
         for field, (dtype, shape, offset) in item["arrays"].items():
-            if field not in _ARRAYS or np.dtype(dtype) not in (np.dtype(np.float64), np.dtype(np.int64)):
+            if field not in _ARRAYS or np.dtype(dtype) != _WIRE_TYPES[field]:
                 raise ValueError(f"unexpected array {field} of {dtype}")
             count = int(np.prod(shape))
-            fields[field] = np.frombuffer(body, np.dtype(dtype), count, offset).reshape(shape).copy()
+            wide = np.int64 if field == "faces" else np.float64  # exact: every uint32 and float32 fits
+            fields[field] = np.frombuffer(body, np.dtype(dtype), count, offset).reshape(shape).astype(wide)
         color = item["color"]
         parts.append(RawPart(str(item["name"]), fields["points"], fields["faces"], fields.get("normals"),
                              fields.get("uv"), fields.get("colors"),

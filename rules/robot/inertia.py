@@ -167,10 +167,12 @@ def joint_space_inertia(robot: Robot) -> dict[str, float]:
 TRIANGLE_TOLERANCE = 1e-6
 
 
-def triangle_violation(inertia: np.ndarray) -> np.ndarray | None:
+def triangle_violation(inertia: np.ndarray, moments: np.ndarray | None = None) -> np.ndarray | None:
     """The principal moments (3,), ascending, when those of ``inertia`` (3, 3) break the triangle
-    inequality A + B >= C (no rigid body has them: MuJoCo refuses them unless ``balanceinertia``), else None."""
-    moments = np.linalg.eigvalsh(np.asarray(inertia, dtype=float))
+    inequality A + B >= C (no rigid body has them: MuJoCo refuses them unless ``balanceinertia``), else None.
+    moments: ``np.linalg.eigvalsh(inertia)`` when the caller has it."""
+    if moments is None:
+        moments = np.linalg.eigvalsh(np.asarray(inertia, dtype=float))
     return moments if moments[0] + moments[1] < moments[2] * (1.0 - TRIANGLE_TOLERANCE) else None
 
 

@@ -9,8 +9,8 @@ from pxr import Sdf, Usd
 
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
 from usdforge.rules.usd import layer as sdf
-from usdforge.rules.usd.finite import check_layer_finite
-from usdforge.rules.usd.stage import relative_asset_path, write_layer
+from usdforge.rules.usd.finite import check_layer_finite, check_text_finite
+from usdforge.rules.usd.stage import add_custom_data_on_save, relative_asset_path, write_layer, write_text
 
 #: Payload order of the interface layer, strongest first.
 PAYLOAD_ORDER = ("physx", "newton", "mujoco", "physics", "materials", "instances", "base")
@@ -43,6 +43,7 @@ class RobotLayers:
         self.restored = dict(restored or {}) if layered else {}
         self.layers: dict[str, Sdf.Layer] = {}
         self._stages: dict[str, Usd.Stage] = {}
+        self._references: dict[tuple[str, str], str] = {}
         folders: set[Path] = set()
         for role, file in self.files.items():
             existing = next((layer for r, layer in self.layers.items() if self.files[r] == file), None)
@@ -84,9 +85,12 @@ class RobotLayers:
 
     def reference(self, spec: Sdf.PrimSpec, from_role: str, to_role: str, target: Sdf.Path) -> None:
         """Reference ``target`` of ``to_role``'s layer from ``spec`` in ``from_role``'s layer."""
-        same = self.files[from_role] == self.files[to_role]
-        sdf.add_reference(spec, "" if same else relative_asset_path(self.files[to_role], self.files[from_role].parent),
-                          target)
+        key = (from_role, to_role)
+        if key not in self._references:  # one asset path per pair of layers (every shape references one)
+            same = self.files[from_role] == self.files[to_role]
+            self._references[key] = "" if same else \
+                relative_asset_path(self.files[to_role], self.files[from_role].parent)
+        sdf.add_reference(spec, self._references[key], target)
 
     def asset_path(self, role: str, file: Path) -> str:
         """``file`` as an asset path relative to ``role``'s layer."""
@@ -103,12 +107,22 @@ class RobotLayers:
         contents = {**(contents or {}), **{self.files[role]: data for role, data in self.restored.items()}}
         if self.layered:
             layers[self.main_file] = self._interface(name)
+        if not (contents and self.main_file in contents):  # the pipeline's provenance, recorded as it is written
+            add_custom_data_on_save(layers[self.main_file], self.main_file)
+        texts: dict[Path, str] = {}  # a text layer's bytes are its ExportToString: made once, checked, written
         for file, layer in layers.items():
-            if not (contents and file in contents):  # a restored layer was checked when it was stored
-                check_layer_finite(layer)  # before any file is written
+            if contents and file in contents:
+                continue  # a restored layer was checked when it was stored
+            if file.suffix == ".usda":
+                texts[file] = layer.ExportToString()
+                check_text_finite(layer, texts[file])  # before any file is written
+            else:
+                check_layer_finite(layer)
         for file, layer in layers.items():
             if contents and file in contents:
                 file.write_bytes(contents[file])
+            elif file in texts:
+                write_layer(lambda: write_text(file, texts[file]), file)
             else:
                 write_layer(lambda: layer.Save(force=True), file)
         from usdforge.rules.robot.isaaclab_cfg import hold_saved

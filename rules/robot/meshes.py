@@ -90,7 +90,8 @@ def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
     faces, normals, normal_indices, uv = part.faces, part.normals, part.normal_indices, part.uv
     if normals is not None:
         normals = normals @ np.linalg.inv(linear)
-        normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-300)
+        x, y, z = normals.T  # the row norms as np.linalg.norm sums them ((x² + y²) + z²), without its (N, 3) square
+        normals /= np.maximum(np.sqrt(x * x + y * y + z * z), 1e-300)[:, None]
     if np.linalg.det(linear) < 0:
         faces = faces[:, ::-1]
         if normal_indices is not None:
@@ -132,15 +133,21 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray, sourc
     return _bake(part, transform)
 
 
+#: Odd 64-bit factors (SplitMix64's) of ``_weld``'s row hash, linear in the columns so that rows that differ
+#: by structure (a mirrored coordinate, a shared column) still differ: two rows share a hash only when their
+#: difference is one of a sparse lattice's vectors. The hash only groups: every group is checked.
+_ROW_HASH = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+
+
 def _weld(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(unique, inverse) of ``points`` (V, 3) rounded to 1e-8: exactly trimesh's ``grouping.unique_rows``
     (the same rows in the same order, so both readers' parts weld alike) without importing trimesh.
 
     trimesh packs a row into one 64-bit integer when every coordinate is within ±2**20 (about 1 cm), else
-    takes ``np.unique`` of the rows' 24 bytes, whose order is that of ``memcmp``: the byte-swapped
-    (big-endian) columns compared as unsigned integers, first column first. That order is kept here by
-    packing each column's dense rank into 21 bits of one integer (up to 2**21 distinct values per
-    column, else the bytes as trimesh does): sorting integers is 2× faster than sorting 24-byte rows."""
+    takes ``np.unique`` of the rows' 24 bytes, whose order is that of ``memcmp``. Here equal rows are
+    grouped first by one sort of a 64-bit hash of each row (checked: rows sharing a hash must be equal),
+    and only the distinct rows (about a sixth of a triangle soup's) are put in ``memcmp`` order
+    (``_memcmp_order``); the first index of each group is the smallest, as ``np.unique``'s."""
     as_int = np.round(points * 1e8 - 1e-6).astype(np.int64)
     threshold = (2 ** 20) - 1  # 21 bits per column: a row packs into one 64-bit integer
     if not len(as_int):
@@ -150,6 +157,45 @@ def _weld(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         for offset, column in enumerate((as_int.T + (threshold + 1)).astype(np.uint64)):
             np.bitwise_xor(key, column << np.uint64(offset * 21), out=key)
         return _groups(key)
+    columns = as_int.view(np.uint64).T
+    with np.errstate(over="ignore"):  # wrapping arithmetic is the hash: a sum of the columns, each times a factor
+        hashed = columns[0] * _ROW_HASH[0]
+        hashed += columns[1] * _ROW_HASH[1]
+        hashed += columns[2] * _ROW_HASH[2]
+    first, group = _groups(hashed)
+    distinct = as_int[first]
+    if not all(np.array_equal(distinct[:, axis][group], as_int[:, axis]) for axis in range(3)):
+        return _memcmp_order(as_int)  # two different rows share a hash: order all rows
+    order, rank = _distinct_memcmp_order(distinct)
+    return first[order], rank[group]
+
+
+def _distinct_memcmp_order(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, rank) of distinct ``rows`` (U, 3) int64 in ``memcmp`` order (``_memcmp_order``): one sort by
+    the first column's key, then only the rows that share a first key (a few percent) sorted by all three
+    keys, in the places their group holds."""
+    keys = np.ascontiguousarray(rows).byteswap().view(np.uint64)
+    order = np.argsort(keys[:, 0])
+    first = keys[order, 0]
+    same = first[1:] == first[:-1]
+    if same.any():
+        tied = np.zeros(len(rows), dtype=bool)
+        tied[1:] = same
+        tied[:-1] |= same
+        places = np.flatnonzero(tied)  # each group's places, the groups in first-key order
+        members = order[places]
+        order[places] = members[np.lexsort(keys[members].T[::-1])]
+    rank = np.empty(len(rows), dtype=np.int64)
+    rank[order] = np.arange(len(rows))
+    return order, rank
+
+
+def _memcmp_order(as_int: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique`` of the rows of ``as_int`` (V, 3) int64 as 24-byte strings (``memcmp`` order: the
+    byte-swapped columns compared as unsigned integers, first column first), with return_index and
+    return_inverse. That order is kept by packing each column's dense rank into 21 bits of one integer
+    (up to 2**21 distinct values per column, else the bytes as trimesh does): sorting integers is 2×
+    faster than sorting 24-byte rows."""
     swapped = np.ascontiguousarray(as_int).byteswap().view(np.uint64)
     ranks = [_groups(np.ascontiguousarray(column))[1] for column in swapped.T]  # each value's dense rank
     if max(int(rank.max()) for rank in ranks) < 2 ** 21:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from usdforge.rules.build_scope import within_build
 from usdforge.rules.conversion_warnings import note, warn
 from usdforge.rules.errors import ConversionError, MissingFiles
 from usdforge.rules.usd.finite import names_the_asset
@@ -75,14 +76,15 @@ def read_source(cfg: UrdfConverterCfg, meshes: MeshLibrary) -> Robot:
     it references and ``rules.robot.layer_fields.READ_FIELDS["urdf"]`` only."""
     asset = Path(cfg.asset_path)
     expanded = expanded_xacro(cfg)
-    missing = check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots, expanded, cfg.tree_root)
+    loaded = load_urdf_xml(asset, expanded)  # parsed once: checked, then read
+    missing = check_urdf_files(asset, packages_of(cfg), cfg.allowed_roots, expanded, cfg.tree_root, loaded[0])
     if missing and not cfg.allow_missing_files:
         raise MissingFiles(missing)
     if missing:
         warn(asset, f"{len(missing)} referenced file(s) missing; converted without them (allow_missing_files; "
                     "the conversion record lists each)")
     return read_urdf(asset, packages_of(cfg), meshes, expanded, cfg.tree_root, missing_noted=bool(missing),
-                     allowed=tuple(cfg.allowed_roots))
+                     allowed=tuple(cfg.allowed_roots), loaded=loaded)
 
 
 def apply_cfg(robot: Robot, cfg: UrdfConverterCfg, meshes: MeshLibrary) -> Robot:
@@ -134,15 +136,17 @@ def apply_cfg(robot: Robot, cfg: UrdfConverterCfg, meshes: MeshLibrary) -> Robot
 
 
 def check_urdf_files(asset: Path, packages: dict[str, str], allowed_roots: tuple[str, ...],
-                     expanded: bytes | None = None, tree_root: str | None = None,
+                     expanded: bytes | None = None, tree_root: str | None = None, root=None,
                      ) -> list[tuple[Path, str, str, int | None]]:
     """ConversionError, naming the element, for a file the URDF references that lies outside its folder,
     its package roots and ``allowed_roots``, that is not a regular file of bounded size, or a texture that
-    is not an image (``rules.files``): nothing else reads a file before this check.
+    is not an image (``rules.files``): nothing else reads a file before this check. root: the URDF's root
+    element as ``load_urdf_xml`` parsed it (None: parsed here).
 
     Returns the missing files, each as (file, problem, element, line) for a located line; notes how each
     ROS package resolved (``rules.urdf.paths``: the folder and the rule)."""
-    root, _ = load_urdf_xml(asset, expanded)  # a xacro: the URDF it expanded to
+    if root is None:
+        root, _ = load_urdf_xml(asset, expanded)  # a xacro: the URDF it expanded to
     references, package_roots, resolutions = urdf_file_references(asset, root, packages, tree_root,
                                                                   tuple(allowed_roots))
     check_references(references, model_roots(asset, [*package_roots, *allowed_roots]))
@@ -193,8 +197,9 @@ def missing_files(asset: Path, root, packages: dict[str, str], tree_root: str | 
 def convert(cfg: UrdfConverterCfg, out_dir: Path) -> list[Path]:
     """Convert ``cfg.asset_path`` into ``out_dir``; return the files written (the pipeline moves them into
     place atomically). Raises ConversionError on bad input, before writing anything."""
-    meshes = MeshLibrary()
-    robot = robot_from_urdf(cfg, meshes)
+    with within_build():  # each package URI resolved and each mesh scanned once (rules.build_scope)
+        meshes = MeshLibrary()
+        robot = robot_from_urdf(cfg, meshes)
     usd_file_name = cfg.usd_file_name or resolve_usd_file_name(cfg.asset_path, None)
     options = RobotUsdOptions.from_cfg(cfg)
     with saved_layers_held(cfg.articulation_cfg):

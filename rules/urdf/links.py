@@ -133,7 +133,7 @@ def read_inertial(src: UrdfSource, element: etree._Element, shapes: list[Shape])
     if moments.min() < -1e-9 * scale:
         src.warn(f"inertia tensor is not positive semi-definite (principal moments {moments.tolist()}); "
                  "negative moments are written as 0", tensor_element)
-    elif (broken := triangle_violation(inertia)) is not None:
+    elif (broken := triangle_violation(inertia, moments)) is not None:
         src.warn(triangle_message(broken, element.getparent().get("name")), tensor_element)
     return Inertial(mass, pose[:3, 3].copy(), inertia)
 

@@ -231,7 +231,25 @@ def _not_found(name: str, boundary: str, packages: dict[str, str]) -> str:
 def resolve_package_uri(uri: str, urdf_dir: Path, packages: dict[str, str], tree_root: str | None = None,
                         allowed: tuple[str, ...] = ()) -> Resolution:
     """Where ``package://NAME/rest`` (or ``package:///a/b``) leads, by the rules of the module docstring.
-    Raises UnresolvedUri when no rule gives a candidate."""
+    Raises UnresolvedUri when no rule gives a candidate. Resolved once per build (``rules.build_scope``):
+    the file check, the mesh read-ahead and the reader all ask, and each answer stats several folders."""
+    known = memo("package-uri")
+    if known is None:
+        return _resolve_package_uri(uri, urdf_dir, packages, tree_root, allowed)
+    key = (uri.strip(), str(urdf_dir), tuple(sorted(packages.items())), tree_root, tuple(allowed))
+    if key not in known:
+        try:
+            known[key] = _resolve_package_uri(uri, urdf_dir, packages, tree_root, allowed)
+        except UnresolvedUri as exc:
+            known[key] = exc
+    found = known[key]
+    if isinstance(found, UnresolvedUri):
+        raise UnresolvedUri(str(found))
+    return found
+
+
+def _resolve_package_uri(uri: str, urdf_dir: Path, packages: dict[str, str], tree_root: str | None,
+                         allowed: tuple[str, ...]) -> Resolution:
     text = uri.strip()[len("package://"):]
     three_slash = text.startswith("/")
     name, _, rest = text.lstrip("/").partition("/")

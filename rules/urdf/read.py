@@ -43,15 +43,16 @@ from usdforge.rules.urdf.xml import load_urdf_xml
 
 def read_urdf(path: str | Path, packages: dict[str, str] | None = None,
               meshes: MeshLibrary | None = None, expanded: bytes | None = None, tree_root: str | None = None,
-              missing_noted: bool = False, allowed: tuple[str, ...] = ()) -> Robot:
+              missing_noted: bool = False, allowed: tuple[str, ...] = (), loaded: tuple | None = None) -> Robot:
     """The Robot a URDF file describes (SI units, rest poses, no merging). See the module docstring.
 
     expanded: the URDF a xacro at ``path`` expanded to (``rules.urdf.xacro``), read instead of the file;
     relative file names still resolve from ``path``'s folder. tree_root: the package search's bound
     (``rules.urdf.paths``). missing_noted: each missing file is a note, not a warning (the caller warned
-    once with the count). allowed: allowed roots, which may also hold packages."""
+    once with the count). allowed: allowed roots, which may also hold packages. loaded: what
+    ``load_urdf_xml(path, expanded)`` returned, when the caller parsed it already (None: parsed here)."""
     src = UrdfSource(Path(path), packages or {}, meshes or MeshLibrary(), tree_root, missing_noted, allowed)
-    root, recoveries = load_urdf_xml(src.path, expanded)
+    root, recoveries = loaded if loaded is not None else load_urdf_xml(src.path, expanded)
     for message in recoveries:
         warn(src.path, message, "<?xml?>", 1)
     if not isinstance(root.tag, str) or root.tag != "robot":

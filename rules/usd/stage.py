@@ -68,14 +68,20 @@ def save_layer(layer: Sdf.Layer) -> Path:
     """Save a layer made for its file (``new_stage(..., path)``'s, ``Sdf.Layer.CreateNew``) after the
     non-finite guard, with the ``custom_data_on_save`` of that file."""
     check_layer_finite(layer)
+    add_custom_data_on_save(layer, Path(layer.realPath))
+    write_layer(layer.Save, Path(layer.realPath))
+    return Path(layer.realPath)
+
+
+def add_custom_data_on_save(layer: Sdf.Layer, path: Path) -> None:
+    """Set the ``custom_data_on_save`` of ``path`` (if any) in the customLayerData of ``layer``, which is
+    about to be written there."""
     pending = _ON_SAVE.get()
-    if pending is not None and pending[0] == os.path.realpath(layer.realPath):
+    if pending is not None and pending[0] == os.path.realpath(path):
         data = dict(layer.customLayerData)
         data[pending[1]] = pending[2]
         layer.customLayerData = data
-        pending[3].add(layer.realPath)
-    write_layer(layer.Save, Path(layer.realPath))
-    return Path(layer.realPath)
+        pending[3].add(os.path.realpath(path))
 
 
 _ON_SAVE: ContextVar[tuple[str, str, dict, set[str]] | None] = ContextVar("usdforge_on_save", default=None)
@@ -110,6 +116,8 @@ def write_layer(write, path: Path) -> None:
         detail = ""
     except Tf.ErrorException as exc:
         detail = str(exc)
+    except OSError as exc:  # write_text's
+        detail = "no space left" if exc.errno == errno.ENOSPC else str(exc)
     full = "no space left" in detail.lower()
     if not full:
         try:
@@ -119,6 +127,19 @@ def write_layer(write, path: Path) -> None:
     error = OSError(f"could not write {path}" + (": no space left on device" if full else ""))
     error.errno = errno.ENOSPC if full else errno.EIO
     raise error
+
+
+def write_text(path: Path, text: str) -> bool:
+    """Write a text layer's ``ExportToString`` to ``path`` as ``Save`` writes it (the same bytes, through a
+    temporary file renamed into place), for ``write_layer``; OSError when it cannot."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_bytes(text.encode())
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        raise
+    return True
 
 
 def unique(name: str, taken: set[str]) -> str:
