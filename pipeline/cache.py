@@ -41,7 +41,7 @@ import shutil
 import stat
 import time
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from usdforge.pipeline.fingerprint import by_size_in_threads
 
@@ -69,6 +69,35 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 #: Opens a cache file without following a link, and without waiting on a FIFO's writer.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+
+
+class KnownFiles(Mapping[str, bytes]):
+    """Files to store (relative name → bytes), each read from ``folder`` only when asked for; ``known``: name
+    → (SHA-256, size) of those written from a cache object this process verified (a layer restored from the
+    build cache), which ``Store.put_entry`` need not read or hash when the store still holds the object."""
+
+    def __init__(self, folder: Path, names: Iterable[str], known: dict[str, tuple[str, int]] | None = None):
+        self.folder = folder
+        self._names = sorted(set(names))
+        self._named = frozenset(self._names)
+        self.known = {name: known[name] for name in self._names if known and name in known}
+        self._read: dict[str, bytes] = {}
+
+    def __getitem__(self, name: str) -> bytes:
+        if name not in self._read:
+            if name not in self._named:
+                raise KeyError(name)
+            self._read[name] = (self.folder / name).read_bytes()
+        return self._read[name]
+
+    def __contains__(self, name: object) -> bool:  # Mapping's would read the file
+        return name in self._named
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 class Artifact(NamedTuple):
@@ -331,10 +360,19 @@ class Store:
         """Store an artifact: every file's bytes, then the entry naming them (so an entry is never visible
         before its objects), with ``meta`` (plain JSON data, e.g. the warnings of the conversion) and its
         ``kind`` (what made it, for ``stats``). Returns {name: sha256} of the files stored, or None when
-        nothing could be. Then keeps the size limit (``keep_limit``)."""
+        nothing could be. Then keeps the size limit (``keep_limit``).
+
+        ``files`` may be a ``KnownFiles``: a file whose object it knows (bytes this process restored from a
+        verified object) and this store holds is then neither read nor hashed again."""
         objects = {}
-        for name, data in sorted(files.items()):
-            sha = self.put_bytes(data)
+        known = getattr(files, "known", None) or {}
+        written = 0
+        for name in sorted(files):
+            sha, size = known.get(name, (None, None))
+            if sha is None or not self._holds(sha, size):
+                data = files[name]
+                sha = self.put_bytes(data)
+                written += len(data)
             if sha is None or not self._claim(sha, key, name):
                 return None
             objects[name] = sha
@@ -342,14 +380,42 @@ class Store:
         if kind is not None:
             body["kind"] = kind
         body["checksum"] = sha256_bytes(json.dumps(body, sort_keys=True).encode())
+        text = json.dumps(body, sort_keys=True).encode()
         try:
-            self._write_atomically(self._entry_path(key), json.dumps(body, sort_keys=True).encode())
+            if not self._same_entry(key, text):  # an unchanged entry is only marked used, not rewritten
+                self._write_atomically(self._entry_path(key), text)
         except OSError as exc:
             self._disable(exc)
             return None
-        self._written += sum(len(data) for data in files.values())
+        self._written += written
         self.keep_limit()
         return objects
+
+    def _holds(self, sha: str, size: int) -> bool:
+        """Whether the object ``sha`` is a regular file of ``size`` bytes (as ``put_bytes`` finds one stored)."""
+        try:
+            present = os.lstat(self._object_path(sha))
+        except OSError:
+            return False
+        return stat.S_ISREG(present.st_mode) and present.st_size == size
+
+    def _same_entry(self, key: str, text: bytes) -> bool:
+        """Whether the entry ``key`` holds exactly ``text``; if so its time is set to now (its last use, as a
+        lookup sets it). No link followed."""
+        try:
+            folder = self._open_folder(("entries", key[:2]))
+        except OSError:
+            return False
+        try:
+            name = self._entry_path(key).name
+            if _read_regular(name, folder, len(text)) != text:
+                return False
+            os.utime(name, dir_fd=folder, follow_symlinks=False)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(folder)
 
     def keep_limit(self) -> None:
         """Prune the least recently used artifacts down to ``PRUNE_TO`` of ``max_bytes`` when the cache

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import attrs
 
 from usdforge.pipeline.atomic import build_atomically, relative_names
-from usdforge.pipeline.cache import Store, open_store, unsafe_file_names
+from usdforge.pipeline.cache import KnownFiles, Store, open_store, unsafe_file_names
 from usdforge.pipeline.code_version import code_stamp
 from usdforge.pipeline.content_key import (absolute_location, cache_key, library_versions, location_free_digest,
                                            reference_names, resolve_name)
@@ -193,7 +193,7 @@ class AssetConverterBase:
             from usdforge.rules.robot.meshes import mesh_cache
 
             from usdforge.rules.robot.intermediate import intermediate_scope
-            from usdforge.rules.robot.layer_reuse import layer_scope, store_units
+            from usdforge.rules.robot.layer_reuse import layer_scope, restored_objects, store_units
 
             # The robot as read and each layer of the output are reused on their own (pipeline.layer_keys).
             source = source_key(self.kind, self.cfg, asset_sha, named, location) \
@@ -209,10 +209,14 @@ class AssetConverterBase:
                     provenance_on_save(staging / self._usd_file_name, provenance) as stamped, \
                     texture_checks_overlapped():
                 written = rule(self.kind).convert(self.cfg, staging)
+                verbatim = restored_objects()
             if not stamped:  # not saved with the record (a binary layer, a layer the rule wrote otherwise)
                 stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
-                files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
+                # Files restored as they are in the cache (verified when read) are not read or hashed again.
+                known = {name: object_ for name, object_ in verbatim.items()
+                         if file_size(staging / name) == object_[1]}
+                files = KnownFiles(staging, relative_names(written, staging), known)
                 # A mesh's unit is kept only from a conversion that warned of nothing: a reuse skips the
                 # reading that would warn again.
                 store_units(store, units if self.kind != "mesh" or not warned else {}, unit_names, files, restored)
