@@ -231,11 +231,13 @@ def test_a_drive_edit_is_patched_into_the_cached_layers(kind, folder, monkeypatc
 
 
 def test_a_layer_that_does_not_read_back_as_written_is_not_patched():
-    """The patch is refused (the layer authored instead) when the cached layer does not read back as it was
-    written - an empty metadata block "( )" reads back as none - or holds another type than asked for."""
+    """Patched line by line, only the value lines change: an empty metadata block "( )", which reads back as
+    none, stays as written. Through Sdf (a text the line reading does not follow: a multi-line string), the
+    patch is refused (the layer authored instead) when the cached layer does not read back as it was
+    written; either way it is refused when the layer holds another type than asked for."""
     from pxr import Sdf
 
-    from usdforge.rules.robot.drive_patch import patched_layer
+    from usdforge.rules.robot.drive_patch import UNSUPPORTED, patched_layer, patched_text
 
     layer = Sdf.Layer.CreateAnonymous("t.usda")
     spec = Sdf.CreatePrimInLayer(layer, "/r/j")
@@ -244,9 +246,13 @@ def test_a_layer_that_does_not_read_back_as_written_is_not_patched():
     text = layer.ExportToString()
     want = {Sdf.Path("/r/j"): ([], [("drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float, 2.0, False)])}
     args = (lambda name: name.startswith("drive:"), "PhysicsDriveAPI:")
-    assert b"= 2" in patched_layer(text.encode(), want, *args)[0]
+    assert patched_layer(text.encode(), want, *args)[0] == text.replace("= 1", "= 2").encode()
     quirk = text.replace('def "j"\n', 'def "j" (\n    )\n', 1)
-    assert quirk != text and patched_layer(quirk.encode(), want, *args) is None
+    assert quirk != text and patched_layer(quirk.encode(), want, *args)[0] == quirk.replace("= 1", "= 2").encode()
+    Sdf.AttributeSpec(layer.GetPrimAtPath("/r"), "note", Sdf.ValueTypeNames.String).default = "two\nlines"
+    multiline = layer.ExportToString().replace('def "j"\n', 'def "j" (\n    )\n', 1)
+    assert '"""' in multiline and patched_text(multiline.encode(), want, *args) is UNSUPPORTED
+    assert patched_layer(multiline.encode(), want, *args) is None
     double = {path: ([], [(name, Sdf.ValueTypeNames.Double, value, uniform)]) for path, (_, [(name, _, value, uniform)])
               in want.items()}
     assert patched_layer(text.encode(), double, *args) is None

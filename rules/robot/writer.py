@@ -347,7 +347,8 @@ def _patch_drives(restored: dict[str, tuple[str, dict[str, bytes]]], robot: Robo
             if wanted is not None else None
         if patched is not None:
             restored[role] = (name, {name: patched[0]})
-            layers.append(patched[1])
+            if patched[1] is not None:  # patched through Sdf: held for the Isaac Lab cfg
+                layers.append(patched[1])
         else:
             not_reused(PATCH_BASES[role])
     return layers
