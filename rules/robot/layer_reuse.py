@@ -42,6 +42,9 @@ def restored_objects() -> dict[str, tuple[str, int]]:
     return {} if scope is None else dict(scope[4])
 
 
+#: The Isaac Lab cfg's facts without the drive values (``rules.robot.isaaclab_cfg``), keyed as the cfg without
+#: the drive fields: a unit that is no output file (``cached_unit``, ``keep_unit``).
+FACTS_UNIT = "articulation_cfg_facts"
 #: The mesh rule's unit: the meshes layer of a ``make_instanceable`` output (``pipeline.layer_keys``).
 MESH_UNIT = "meshes"
 #: Layer → the unit holding it under its key without the drive fields (``rules.robot.drive_patch``).
@@ -74,6 +77,30 @@ def reused(unit: str) -> dict[str, bytes] | None:
     return {name: artifact.files[cached] for name, cached in named.items()}
 
 
+def cached_unit(unit: str) -> dict[str, bytes] | None:
+    """The files the build cache holds under ``unit``'s key (a unit that is no output file, such as the Isaac
+    Lab cfg's facts: ``rules.robot.isaaclab_cfg.FACTS_UNIT``), or None."""
+    scope = _SCOPE.get()
+    if scope is None or unit not in scope[1]:
+        return None
+    artifact = scope[0].get_entry(scope[1][unit])
+    scope[0].record(f"layer:{unit}", hit=artifact is not None)
+    return None if artifact is None else artifact.files
+
+
+def keyed(unit: str) -> bool:
+    """Whether the enclosing conversion reuses ``unit`` (its key is known): else ``keep_unit`` keeps nothing."""
+    scope = _SCOPE.get()
+    return scope is not None and unit in scope[1]
+
+
+def keep_unit(unit: str, files: dict[str, bytes]) -> None:
+    """Store ``files`` under ``unit``'s key (a unit that is no output file: ``cached_unit``)."""
+    if keyed(unit):
+        scope = _SCOPE.get()
+        scope[0].put_entry(scope[1][unit], files, kind=f"layer:{unit}")
+
+
 def not_reused(unit: str) -> None:
     """``unit``'s files from the cache were not used after all (a patch base that did not fit the edit):
     ``store_units`` stores this conversion's in their place, the likelier base for the next edit."""
@@ -97,7 +124,7 @@ def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written
     """Keep each unit's files (``written``: relative name → bytes of the whole output, read as needed)
     under its key; units in ``restored`` came from there."""
     for unit, key in keys.items():
-        name = files[unit]
+        name = files.get(unit)  # None: a unit that is no output file (FACTS_UNIT), kept by its author
         if name in written and unit not in restored:
             own = {other: written[other] for other in written if other == name or _companion(unit, other)}
             store.put_entry(key, own, kind=f"layer:{unit}")
