@@ -126,5 +126,7 @@ def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written
     for unit, key in keys.items():
         name = files.get(unit)  # None: a unit that is no output file (FACTS_UNIT), kept by its author
         if name in written and unit not in restored:
-            own = {other: written[other] for other in written if other == name or _companion(unit, other)}
+            names = [other for other in written if other == name or _companion(unit, other)]
+            # A KnownFiles keeps what it knows of each (a file restored as it is need not be read or hashed).
+            own = written.subset(names) if hasattr(written, "subset") else {other: written[other] for other in names}
             store.put_entry(key, own, kind=f"layer:{unit}")
