@@ -23,7 +23,7 @@ from usdforge.pipeline.cache import KnownFiles, Store, open_store, unsafe_file_n
 from usdforge.pipeline.code_version import code_stamp
 from usdforge.pipeline.content_key import (absolute_location, cache_key, library_versions, location_free_digest,
                                            reference_names, resolve_name)
-from usdforge.pipeline.layer_keys import mesh_unit_keys, source_key, unit_files, unit_keys
+from usdforge.pipeline.layer_keys import mesh_unit_keys, reading_key, source_key, unit_files, unit_keys
 from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_size, file_stamp, stamped_digest
 from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
 from usdforge.pipeline.references import referenced_files
@@ -139,10 +139,13 @@ class AssetConverterBase:
 
     def _build_once(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:
         asset = Path(self.cfg.asset_path)
-        references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None),
-                                      tree_root=getattr(self.cfg, "tree_root", None),
-                                      xacro_env=getattr(self.cfg, "xacro_env", None),
-                                      allowed_roots=getattr(self.cfg, "allowed_roots", ()))
+        reading = reading_key(self.kind, self.cfg)
+        references = self._recorded_references(previous, reading, asset)
+        if references is None:
+            references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None),
+                                          tree_root=getattr(self.cfg, "tree_root", None),
+                                          xacro_env=getattr(self.cfg, "xacro_env", None),
+                                          allowed_roots=getattr(self.cfg, "allowed_roots", ()))
         location = location_read(self.kind, self.cfg, asset, self._packages)
         paths = reference_names(references, asset.parent, self._packages)
         self._hash_ahead([asset, *paths.values()])
@@ -232,7 +235,7 @@ class AssetConverterBase:
                 source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
                 libraries=library_versions(self.kind), code=code_stamp(), location=location or {},
                 references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
-                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths}))
+                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths}), reading=reading)
             return key_to_toml(self.lazy_key)
 
         if cached is not None:
@@ -244,6 +247,19 @@ class AssetConverterBase:
         build_atomically(self._usd_dir, restore if cached is not None else convert,
                          key_file_name(self._usd_file_name), make_key,
                          list(previous.outputs) if previous is not None else [])
+
+    def _recorded_references(self, previous: LazyKey | None, reading: str, asset: Path) -> list[str] | None:
+        """The referenced files the previous key records, when a scan would find them again: the only reason
+        to convert is the cfg (the source, every referenced file, the code and the libraries are as recorded,
+        which ``stale_reasons`` checked) and what decides the reading is the same (``reading_key``). None:
+        scan the source."""
+        if previous is None or not reading or previous.reading != reading or previous.kind != self.kind \
+                or self.reasons != ["the configuration changed"]:
+            return None
+        paths = [resolve_name(name, asset.parent, self._packages) for name in previous.references]
+        if any(path is None for path in paths):
+            return None
+        return sorted({str(path) for path in paths})
 
     def _file_digest(self, path: str | Path) -> str:
         """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask);

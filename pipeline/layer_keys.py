@@ -50,6 +50,18 @@ def source_key(kind: str, cfg: Any, asset_sha: str, references: dict[str, str],
                     "location": location or {}, "read": fields})
 
 
+def reading_key(kind: str, cfg: Any) -> str:
+    """What decides which files a robot source references, besides the contents of the source and of those
+    files: the kind, where the source is and the cfg fields that decide the reading (``READ_FIELDS``:
+    packages, xacro arguments, roots), absolute, and the code; "" for a kind without read fields (a mesh).
+    The lazy key records it (``pipeline.lazy.LazyKey.reading``)."""
+    if kind not in READ_FIELDS:
+        return ""
+    fields = {name: _plain(getattr(cfg, name)) for name in READ_FIELDS[kind]}
+    return _digest({"usdforge": __version__, "code": code_stamp(), "kind": kind,
+                    "asset": os.path.abspath(cfg.asset_path), "read": fields})
+
+
 def unit_files(usd_file_name: str) -> dict[str, str]:
     """Unit → its file, relative to the output folder (a robot's layers, its Isaac Lab cfg, the mesh rule's
     meshes layer)."""

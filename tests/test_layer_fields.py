@@ -448,3 +448,25 @@ def test_cfg_facts_are_kept_only_when_the_drives_are_the_physics_layers_alone(tm
     Sdf.AttributeSpec(Sdf.CreatePrimInLayer(other, "/r/j"), "drive:angular:physics:damping",
                       Sdf.ValueTypeNames.Float).default = 2.0
     assert not _drives_from_physics_alone(Usd.Stage.Open(root), facts)
+
+
+def test_a_rebuild_for_another_cfg_takes_the_recorded_references(folder, monkeypatch):
+    """A rebuild whose only reason is another cfg takes the referenced files its lazy key records instead of
+    scanning the source (the source and every referenced file are as recorded); one that changes a field
+    deciding the reading (``READ_FIELDS``) scans it again."""
+    from usdforge.pipeline import converters
+
+    scans: list[int] = []
+    real = converters.referenced_files
+    monkeypatch.setattr(converters, "referenced_files", lambda *a, **k: (scans.append(1), real(*a, **k))[1])
+    cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / "recorded-references"
+    warnings.simplefilter("ignore")
+
+    def build(**fields):
+        return converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "out"), **fields), cache=Store(work / "cache"))
+
+    first = build()
+    second = build(self_collision=True)
+    assert len(scans) == 1 and second.converted and second.lazy_key.references == first.lazy_key.references
+    assert build(self_collision=True, allow_missing_files=not cfg.allow_missing_files).converted and len(scans) == 2
