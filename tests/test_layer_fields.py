@@ -217,10 +217,11 @@ def test_a_drive_edit_is_patched_into_the_cached_layers(kind, folder, monkeypatc
              ({"joint_drive": None}, [False])] if kind == "urdf" else \
         [({"override_gain_prm": (77.0,)}, [True, True]),
          ({"override_gain_prm": (77.0,), "override_bias_prm": (0.0, 0.0, -3.0)}, [False, True])]
-    # Another approximation token is patched too (mujoco holds none: restored); decomposition is another class.
+    # Another approximation token is patched too; decomposition is another class. MJCF's mujoco layer holds no
+    # token, but the last edit patched it, and a patched layer is not stored under its own key: patched again.
     last = edits[-1][0]
-    edits += [({**last, "collision_type": "Bounding Sphere"}, [True]),
-              ({**last, "collision_type": "Convex Decomposition"}, [])]
+    edits += [({**last, "collision_type": "Bounding Sphere"}, [True] if kind == "urdf" else [True, True]),
+              ({**last, "collision_type": "Convex Decomposition"}, [] if kind == "urdf" else [True])]
     work = folder / f"patched-{kind}"
     warnings.simplefilter("ignore")
     converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))

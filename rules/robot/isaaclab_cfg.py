@@ -338,7 +338,7 @@ def write_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None)
     ``layer_reuse.FACTS_UNIT`` of an earlier conversion with the same other fields and the drives from the patch: no
     stage is composed. Facts read from a stage are kept there when the drives the cfg reads are the physics
     layer's alone (no other layer holds an opinion on them)."""
-    from usdforge.rules.robot.layer_reuse import FACTS_UNIT, cached_unit, keep_unit, keyed, reused
+    from usdforge.rules.robot.layer_reuse import FACTS_UNIT, cached_unit, derived, keep_unit, keyed, reused
 
     path = usd_path.with_name(articulation_cfg_file_name(usd_path.name))
     data = reused("articulation_cfg")
@@ -351,6 +351,8 @@ def write_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None)
     if drives is not None:
         cached = cached_unit(FACTS_UNIT)
         facts = _with_drives(cached.get(_FACTS_FILE), drives) if cached is not None else None
+        if facts is not None:
+            derived("articulation_cfg")
     if facts is None:
         stage = _facts_stage(usd_path)
         facts = articulation_facts(stage)

@@ -101,6 +101,15 @@ def keep_unit(unit: str, files: dict[str, bytes]) -> None:
         scope[0].put_entry(scope[1][unit], files, kind=f"layer:{unit}")
 
 
+def derived(unit: str) -> None:
+    """``unit`` was made cheaply from cached parts (a layer patched from its patch base, the Isaac Lab cfg
+    from cached facts): ``store_units`` does not store it under its own key, as making it again costs less
+    than storing it (its files are stored with the whole output all the same)."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope[3].add(unit)
+
+
 def not_reused(unit: str) -> None:
     """``unit``'s files from the cache were not used after all (a patch base that did not fit the edit):
     ``store_units`` stores this conversion's in their place, the likelier base for the next edit."""

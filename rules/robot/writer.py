@@ -45,7 +45,7 @@ from usdforge.rules.robot.geometry import Colliders, Shapes
 from usdforge.rules.robot.joints import Joints, joint_paths
 from usdforge.rules.robot.drive_patch import ROLES, Patches, patched_layer
 from usdforge.rules.robot.isaaclab_cfg import hold_saved, note_patched_drives
-from usdforge.rules.robot.layer_reuse import PATCH_BASES, not_reused, reused
+from usdforge.rules.robot.layer_reuse import PATCH_BASES, derived, not_reused, reused
 from usdforge.rules.robot.layers import RobotLayers, source_name
 from usdforge.rules.robot.materials import Materials
 from usdforge.rules.robot.inertia import placeholder_inertial
@@ -347,6 +347,7 @@ def _patch_drives(restored: dict[str, tuple[str, dict[str, bytes]]], robot: Robo
             if wanted is not None else None
         if patched is not None:
             restored[role] = (name, {name: patched[0]})
+            derived(role)
             if role == "physics":
                 note_patched_drives(wanted[0])
             if patched[1] is not None:  # patched through Sdf: held for the Isaac Lab cfg
