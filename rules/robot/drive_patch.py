@@ -203,54 +203,54 @@ def patched_text(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[
     attributes: dict[Sdf.Path, dict[str, int]] = {}
     schemas: dict[Sdf.Path, list[str]] = {}
     approximations: list[int] = []
-    stack: list[tuple[str, Sdf.Path | None]] = []  # ("prim" | "meta" | "other", its prim)
+    stack: list[tuple[str, Sdf.Path | None, bool]] = []  # ("prim" | "meta" | "other", its prim, in wanted)
     pending: Sdf.Path | None = None  # a prim whose "{" comes next
     for index, line in enumerate(lines):
         stripped = line.strip()
         if stripped in ("}", ")", "]"):
             if not stack:
                 return UNSUPPORTED
-            kind, path = stack.pop()
+            kind, path, _ = stack.pop()
             if kind == "meta":
                 pending = path
             continue
         if stripped == "{":
             if pending is None:
                 return UNSUPPORTED
-            stack.append(("prim", pending))
+            stack.append(("prim", pending, pending in wanted))
             pending = None
             continue
         if pending is not None:
             return UNSUPPORTED
-        header = _HEADER.match(line)
+        header = _HEADER.match(line) if stripped.startswith(("def ", "over ", "class ")) else None
         if header is not None:
             parent = stack[-1][1] if stack and stack[-1][0] == "prim" else None
             if stack and parent is None:
                 return UNSUPPORTED
             path = (parent or Sdf.Path.absoluteRootPath).AppendChild(header.group(2))
             if header.group(3):
-                stack.append(("meta", path))
+                stack.append(("meta", path, path in wanted))
             else:
                 pending = path
             continue
-        kind, path = stack[-1] if stack else ("top", None)
-        if kind == "meta" and "apiSchemas" in stripped and path in wanted:
+        kind, path, in_wanted = stack[-1] if stack else ("top", None, False)
+        if kind == "meta" and in_wanted and "apiSchemas" in stripped:
             match = _API_SCHEMAS.match(line)
             if match is None or match.group(1) != "prepend " or path in schemas:
                 return UNSUPPORTED
             schemas[path] = re.findall(r'"([^"]*)"', match.group(2))
-        elif kind == "prim":
+        elif kind == "prim" and (in_wanted or "physics:approximation" in stripped):
             match = _ATTRIBUTE.match(line)
             if match is not None:
                 name = match.group(3)
                 if name == "physics:approximation":
                     approximations.append(index)
-                if path in wanted and patched(name):
+                if in_wanted and patched(name):
                     attributes.setdefault(path, {})[name] = index
             elif " physics:approximation " in line:  # an attribute in a form not read here
                 return UNSUPPORTED
         if stripped.endswith(("(", "{", "[")):
-            stack.append(("other", path if kind != "top" else None))
+            stack.append(("other", path if kind != "top" else None, False))
     if stack or pending is not None:
         return UNSUPPORTED
     changes: list[tuple[int, Sdf.ValueTypeName, Any, bool]] = []  # line, type, value, uniform
