@@ -252,10 +252,10 @@ def test_cached_cfg_facts_that_are_not_facts_are_read_again(folder):
     entries = [path for path in (work / "cache" / "entries").rglob("*.json")
                if json.loads(path.read_text()).get("kind") == "layer:articulation_cfg_facts"]
     assert len(entries) == 1
-    facts = json.loads(store.get_entry(entries[0].stem).files["facts.json"])
+    facts = store.entry(entries[0].stem)["meta"]
     assert facts["joints"] and "stiffness" not in facts["joints"][0]
     for forged in ({**facts, "joints": [{**facts["joints"][0], "name": 7}]}, {k: v for k, v in facts.items() if k != "fixed"}):
-        store.put_entry(entries[0].stem, {"facts.json": json.dumps(forged).encode()}, kind="layer:articulation_cfg_facts")
+        store.put_entry(entries[0].stem, {}, meta=forged, kind="layer:articulation_cfg_facts")
         edited = attrs.evolve(cfg, joint_drive=JointDriveCfg(gains=PDGainsCfg(stiffness=float(len(forged)), damping=2.0)))
         converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=store)
         converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)

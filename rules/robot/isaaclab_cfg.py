@@ -23,7 +23,6 @@ imports Isaac Lab 3.0 only when it is loaded; usdforge never imports it.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
@@ -326,7 +325,6 @@ def note_patched_drives(drives: dict[Sdf.Path, Any]) -> None:
         held[1]["physics"] = drives
 
 
-_FACTS_FILE = "facts.json"
 #: The drive attributes the cfg reads, by fact: joint fact key → attribute name (``drive:<axis>:physics:*``).
 _DRIVE_VALUES = {"stiffness": "stiffness", "damping": "damping", "effort": "maxForce"}
 
@@ -349,15 +347,14 @@ def write_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None)
     drives = held[1].get("physics") if held is not None else None
     facts = None
     if drives is not None:
-        cached = cached_unit(FACTS_UNIT)
-        facts = _with_drives(cached.get(_FACTS_FILE), drives) if cached is not None else None
+        facts = _with_drives(cached_unit(FACTS_UNIT), drives)
         if facts is not None:
             derived("articulation_cfg")
     if facts is None:
         stage = _facts_stage(usd_path)
         facts = articulation_facts(stage)
         if keyed(FACTS_UNIT) and _drives_from_physics_alone(stage, facts):
-            keep_unit(FACTS_UNIT, {_FACTS_FILE: json.dumps(_without_drives(facts), sort_keys=True).encode()})
+            keep_unit(FACTS_UNIT, _without_drives(facts))
     path.write_text(render_facts(facts, usd_path.name, pose))
     return path
 
@@ -398,14 +395,11 @@ def _drives_from_physics_alone(stage: Usd.Stage, facts: dict) -> bool:
     return True
 
 
-def _with_drives(data: bytes | None, drives: dict[Sdf.Path, Any]) -> dict | None:
-    """The facts of ``FACTS_UNIT``'s bytes with each joint's drive from ``drives`` (the patched physics
-    layer's, as ``_joint_facts`` reads it), or None when the bytes are not such facts (a cache is untrusted)
-    or a joint's drive schema is not what the facts say."""
-    try:
-        facts = _checked_facts(json.loads(data)) if data is not None else None
-    except (ValueError, RecursionError):
-        return None
+def _with_drives(data: Any, drives: dict[Sdf.Path, Any]) -> dict | None:
+    """The cached facts ``data`` (``layer_reuse.FACTS_UNIT``'s) with each joint's drive from ``drives`` (the
+    patched physics layer's, as ``_joint_facts`` reads it), or None when ``data`` is not such facts (a cache
+    is untrusted) or a joint's drive schema is not what the facts say."""
+    facts = _checked_facts(data)
     if facts is None:
         return None
     if facts["rigid"]:

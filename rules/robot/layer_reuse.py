@@ -77,15 +77,15 @@ def reused(unit: str) -> dict[str, bytes] | None:
     return {name: artifact.files[cached] for name, cached in named.items()}
 
 
-def cached_unit(unit: str) -> dict[str, bytes] | None:
-    """The files the build cache holds under ``unit``'s key (a unit that is no output file, such as the Isaac
-    Lab cfg's facts: ``rules.robot.isaaclab_cfg.FACTS_UNIT``), or None."""
+def cached_unit(unit: str) -> Any:
+    """The data the build cache holds under ``unit``'s key (a unit that is no output file, such as the Isaac
+    Lab cfg's facts: ``FACTS_UNIT``), or None. Untrusted: the caller checks its form."""
     scope = _SCOPE.get()
     if scope is None or unit not in scope[1]:
         return None
-    artifact = scope[0].get_entry(scope[1][unit])
-    scope[0].record(f"layer:{unit}", hit=artifact is not None)
-    return None if artifact is None else artifact.files
+    body = scope[0].entry(scope[1][unit])
+    scope[0].record(f"layer:{unit}", hit=body is not None)
+    return None if body is None else body.get("meta")
 
 
 def keyed(unit: str) -> bool:
@@ -94,11 +94,12 @@ def keyed(unit: str) -> bool:
     return scope is not None and unit in scope[1]
 
 
-def keep_unit(unit: str, files: dict[str, bytes]) -> None:
-    """Store ``files`` under ``unit``'s key (a unit that is no output file: ``cached_unit``)."""
+def keep_unit(unit: str, data: Any) -> None:
+    """Store ``data`` (plain JSON data) under ``unit``'s key (a unit that is no output file: ``cached_unit``):
+    in the entry itself, no object written."""
     if keyed(unit):
         scope = _SCOPE.get()
-        scope[0].put_entry(scope[1][unit], files, kind=f"layer:{unit}")
+        scope[0].put_entry(scope[1][unit], {}, meta=data, kind=f"layer:{unit}")
 
 
 def derived(unit: str) -> None:
