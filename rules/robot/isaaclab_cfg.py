@@ -333,8 +333,8 @@ def write_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None)
     """Write ``<stem>_cfg.py`` beside ``usd_path``; return its path. Inside a conversion whose build cache
     holds this unit under its key (``rules.robot.layer_reuse``), its bytes come from there. After a drive
     edit patched into the physics layer (which changes only its drives' values), the facts come from the
-    ``layer_reuse.FACTS_UNIT`` of an earlier conversion with the same other fields and the drives from the patch: no
-    stage is composed. Facts read from a stage are kept there when the drives the cfg reads are the physics
+    ``layer_reuse.FACTS_UNIT`` of an earlier conversion with the same other fields and the drives from the
+    patch: no stage is composed. Facts read from a stage are kept there when the drives the cfg reads are the physics
     layer's alone (no other layer holds an opinion on them)."""
     from usdforge.rules.robot.layer_reuse import FACTS_UNIT, cached_unit, derived, keep_unit, keyed, reused
 
@@ -363,7 +363,8 @@ def _without_drives(facts: dict) -> dict:
     """``facts`` without its joints' drive values (``_DRIVE_VALUES``)."""
     if facts["rigid"]:
         return facts
-    return {**facts, "joints": [{k: v for k, v in joint.items() if k not in _DRIVE_VALUES} for joint in facts["joints"]]}
+    return {**facts, "joints": [{k: v for k, v in joint.items() if k not in _DRIVE_VALUES}
+                                for joint in facts["joints"]]}
 
 
 def _drives_from_physics_alone(stage: Usd.Stage, facts: dict) -> bool:
@@ -444,6 +445,10 @@ def _as_authored(type_name: Sdf.ValueTypeName, value: Any) -> float | None:
         return None
 
 
+#: The keys of a joint's cached facts (``_joint_facts`` without the drive values).
+_JOINT_FACTS = frozenset(("name", "path", "angular", "lower", "upper", "drive", "velocity"))
+
+
 def _checked_facts(facts: Any) -> dict | None:
     """``facts`` (``_without_drives``' form, from JSON) when every field has its type, else None."""
     def floats(value: Any, n: int) -> bool:
@@ -453,7 +458,8 @@ def _checked_facts(facts: Any) -> dict | None:
         return value is None or type(value) is float
 
     if not isinstance(facts, dict) or type(facts.get("rigid")) is not bool or not isinstance(facts.get("name"), str) \
-            or not maybe_float(facts.get("sim_dt")) or not floats(facts.get("pos"), 3) or not floats(facts.get("rot"), 4):
+            or not maybe_float(facts.get("sim_dt")) or not floats(facts.get("pos"), 3) \
+            or not floats(facts.get("rot"), 4):
         return None
     if facts["rigid"]:
         return facts if set(facts) == {"name", "sim_dt", "rigid", "pos", "rot"} else None
@@ -464,7 +470,7 @@ def _checked_facts(facts: Any) -> dict | None:
             or not isinstance(facts.get("joints"), list):
         return None
     for joint in facts["joints"]:
-        if not isinstance(joint, dict) or set(joint) != {"name", "path", "angular", "lower", "upper", "drive", "velocity"} \
+        if not isinstance(joint, dict) or set(joint) != _JOINT_FACTS \
                 or not isinstance(joint["name"], str) or not isinstance(joint["path"], str) \
                 or type(joint["angular"]) is not bool or type(joint["drive"]) is not bool \
                 or not all(maybe_float(joint[k]) for k in ("lower", "upper", "velocity")):
