@@ -587,7 +587,23 @@ class Store:
         (``unsafe_file_names``) or an object by anything but a SHA-256 is corrupt."""
         path = self._entry_path(key)
         try:
-            body = json.loads(self._read(("entries", key[:2]), path.name, MAX_ENTRY_BYTES))
+            folder = self._open_folder(("entries", key[:2]))
+        except FileNotFoundError:
+            return None
+        except OSError:
+            folder = None  # reported as corrupt below, as a read through it would be
+        try:
+            return self._entry_in(key, path, folder)
+        finally:
+            if folder is not None:
+                os.close(folder)
+
+    def _entry_in(self, key: str, path: Path, folder: int | None) -> dict[str, Any] | None:
+        """``entry`` of ``key`` at ``path``, read through the descriptor of its folder (None: unreadable)."""
+        try:
+            if folder is None:
+                raise OSError(f"{path.parent}: not a folder of the cache")
+            body = json.loads(_read_regular(path.name, folder, MAX_ENTRY_BYTES))
             checksum = body.pop("checksum")
             if body.get("key") != key or sha256_bytes(json.dumps(body, sort_keys=True).encode()) != checksum:
                 raise ValueError("checksum")
@@ -611,13 +627,9 @@ class Store:
                                                 "is rebuilt")
             return None
         try:  # the entry's modification time is its last use (prune drops the oldest)
-            folder = self._open_folder(("entries", key[:2]))
-            try:
-                os.utime(path.name, dir_fd=folder, follow_symlinks=False)
-            finally:
-                os.close(folder)
+            os.utime(path.name, dir_fd=folder, follow_symlinks=False)
         except OSError:
-            pass
+            pass  # a read-only cache: the entry is used all the same
         return body
 
     def get_entry(self, key: str) -> Artifact | None:
