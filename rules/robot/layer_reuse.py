@@ -102,6 +102,14 @@ def keep_unit(unit: str, data: Any) -> None:
         scope[0].put_entry(scope[1][unit], {}, meta=data, kind=f"layer:{unit}")
 
 
+def written_anew(name: str) -> None:
+    """The output file ``name`` (relative) that a restored unit carries was written by this conversion's
+    authors instead (``restored_objects`` no longer names it: its bytes are read and hashed when stored)."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope[4].pop(name, None)
+
+
 def derived(unit: str) -> None:
     """``unit`` was made cheaply from cached parts (a layer patched from its patch base, the Isaac Lab cfg
     from cached facts): ``store_units`` does not store it under its own key, as making it again costs less
