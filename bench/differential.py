@@ -528,6 +528,9 @@ class IncrementalBuilds(RuleBasedStateMachine):
                 body, donor = json.loads(victim.read_bytes()), json.loads(other.read_bytes())
                 body.pop("checksum")
                 names = sorted(body["files"])
+                if not names:  # an entry holding data only (the Isaac Lab cfg's facts): no object to forge
+                    self.build_and_compare()
+                    return
                 for index, name in enumerate(sorted(donor["files"])):
                     body["files"][names[index % len(names)]] = donor["files"][name]
                 body["checksum"] = sha256_bytes(json.dumps(body, sort_keys=True).encode())

@@ -9,7 +9,8 @@ folder (``$XDG_CACHE_HOME/usdforge``, i.e. ``~/.cache/usdforge``, as pip does), 
     entries/ab/<key>.json        an artifact: {relative file name: object sha256} and its kind (what made
                                  it: ``mjcf``, ``mesh-geometry``, ``mjcf-compiled`` …), named by its cache key
     claims/ab/<sha256>           one empty file per claim: object <sha> written for entry <key> as its
-                                 <file name>, named by the SHA-256 of ``["<sha>", "<key>", "<file name>"]``
+                                 <file name>, named by the SHA-256 of ``["<sha>", "<key>", "<file name>"]``,
+                                 in the folder of the key's first two characters
     stats.log                    one line per lookup: build id, hit or miss
     size.json                    the size the last limit check found, and when (``Store.keep_limit``)
 
@@ -41,7 +42,7 @@ import shutil
 import stat
 import time
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from usdforge.pipeline.fingerprint import by_size_in_threads
 
@@ -69,6 +70,41 @@ _SHA = re.compile(r"[0-9a-f]{64}")
 #: Opens a cache file without following a link, and without waiting on a FIFO's writer.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+
+
+class KnownFiles(Mapping[str, bytes]):
+    """Files to store (relative name → bytes), each read from ``folder`` only when asked for; ``known``: name
+    → (SHA-256, size) of those written from a cache object this process verified (a layer restored from the
+    build cache), which ``Store.put_entry`` need not read or hash when the store still holds the object."""
+
+    def __init__(self, folder: Path, names: Iterable[str], known: dict[str, tuple[str, int]] | None = None):
+        self.folder = folder
+        self._names = sorted(set(names))
+        self._named = frozenset(self._names)
+        self.known = {name: known[name] for name in self._names if known and name in known}
+        self._read: dict[str, bytes] = {}
+
+    def __getitem__(self, name: str) -> bytes:
+        if name not in self._read:
+            if name not in self._named:
+                raise KeyError(name)
+            self._read[name] = (self.folder / name).read_bytes()
+        return self._read[name]
+
+    def subset(self, names: Iterable[str]) -> "KnownFiles":
+        """These files of ``names`` only (what is read is read once for both)."""
+        part = KnownFiles(self.folder, [name for name in names if name in self._named], self.known)
+        part._read = self._read
+        return part
+
+    def __contains__(self, name: object) -> bool:  # Mapping's would read the file
+        return name in self._named
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 class Artifact(NamedTuple):
@@ -331,25 +367,64 @@ class Store:
         """Store an artifact: every file's bytes, then the entry naming them (so an entry is never visible
         before its objects), with ``meta`` (plain JSON data, e.g. the warnings of the conversion) and its
         ``kind`` (what made it, for ``stats``). Returns {name: sha256} of the files stored, or None when
-        nothing could be. Then keeps the size limit (``keep_limit``)."""
+        nothing could be. Then keeps the size limit (``keep_limit``).
+
+        ``files`` may be a ``KnownFiles``: a file whose object it knows (bytes this process restored from a
+        verified object) and this store holds is then neither read nor hashed again."""
         objects = {}
-        for name, data in sorted(files.items()):
-            sha = self.put_bytes(data)
-            if sha is None or not self._claim(sha, key, name):
+        known = getattr(files, "known", None) or {}
+        written = 0
+        for name in sorted(files):
+            sha, size = known.get(name, (None, None))
+            if sha is None or not self._holds(sha, size):
+                data = files[name]
+                sha = self.put_bytes(data)
+                written += len(data)
+            if sha is None:
                 return None
             objects[name] = sha
+        if not self._claim(key, objects):
+            return None
         body = {"key": key, "files": objects, "meta": meta}
         if kind is not None:
             body["kind"] = kind
         body["checksum"] = sha256_bytes(json.dumps(body, sort_keys=True).encode())
+        text = json.dumps(body, sort_keys=True).encode()
         try:
-            self._write_atomically(self._entry_path(key), json.dumps(body, sort_keys=True).encode())
+            if not self._same_entry(key, text):  # an unchanged entry is only marked used, not rewritten
+                self._write_atomically(self._entry_path(key), text)
         except OSError as exc:
             self._disable(exc)
             return None
-        self._written += sum(len(data) for data in files.values())
+        self._written += written
         self.keep_limit()
         return objects
+
+    def _holds(self, sha: str, size: int) -> bool:
+        """Whether the object ``sha`` is a regular file of ``size`` bytes (as ``put_bytes`` finds one stored)."""
+        try:
+            present = os.lstat(self._object_path(sha))
+        except OSError:
+            return False
+        return stat.S_ISREG(present.st_mode) and present.st_size == size
+
+    def _same_entry(self, key: str, text: bytes) -> bool:
+        """Whether the entry ``key`` holds exactly ``text``; if so its time is set to now (its last use, as a
+        lookup sets it). No link followed."""
+        try:
+            folder = self._open_folder(("entries", key[:2]))
+        except OSError:
+            return False
+        try:
+            name = self._entry_path(key).name
+            if _read_regular(name, folder, len(text)) != text:
+                return False
+            os.utime(name, dir_fd=folder, follow_symlinks=False)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(folder)
 
     def keep_limit(self) -> None:
         """Prune the least recently used artifacts down to ``PRUNE_TO`` of ``max_bytes`` when the cache
@@ -382,39 +457,61 @@ class Store:
         except (OSError, ValueError, KeyError, TypeError):
             return False
 
-    def _claim(self, sha: str, key: str, name: str) -> bool:
-        """Record that object ``sha`` was written for the entry ``key`` as its file ``name``: an empty file
-        named by the claim's hash (``_claim_name``), so that recording and checking one costs one file
-        operation however many entries share the object (one mesh at many scales: every entry of a library
-        claims its meshes layer). No link followed. False when the cache cannot be written."""
-        if self._claimed(sha, key, name):
-            return True
+    def _claim(self, key: str, objects: dict[str, str]) -> bool:
+        """Record that each object of ``objects`` (file name → sha256) was written for the entry ``key`` as
+        that file: an empty file per claim named by its hash (``_claim_name``), so that recording and checking
+        one costs one file operation however many entries share the object (one mesh at many scales: every
+        entry of a library claims its meshes layer). An entry's claims share one folder (``_claim_folder``),
+        opened once. No link followed. False when the cache cannot be written."""
         try:
-            if not is_sha256(sha):
-                raise OSError(f"{sha!r}: not an object name")
-            claim = _claim_name(sha, key, name)
-            folder = self._open_folder(("claims", claim[:2]), create=True)
-            try:
-                descriptor = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644,
-                                     dir_fd=folder)
+            if not all(map(is_sha256, objects.values())):
+                raise OSError("not an object name")
+            for folder_name, claims in _claims_by_folder(key, objects).items():
+                folder = self._open_folder(("claims", folder_name), create=True)
                 try:
-                    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-                        raise OSError(f"{claim}: the claim is not a regular file")
+                    for claim in claims:
+                        # Read-only: a claim already there needs no write (a read-only shared cache).
+                        descriptor = os.open(claim, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                                             0o644, dir_fd=folder)
+                        try:
+                            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                                raise OSError(f"{claim}: the claim is not a regular file")
+                        finally:
+                            os.close(descriptor)
                 finally:
-                    os.close(descriptor)
-            finally:
-                os.close(folder)
+                    os.close(folder)
         except OSError as exc:
             self._disable(exc)
             return False
         return True
 
-    def _claimed(self, sha: str, key: str, name: str) -> bool:
-        """Whether object ``sha`` was claimed for entry ``key`` as its file ``name``: its claim is a regular
-        file (no link followed)."""
-        if not is_sha256(sha) or not isinstance(key, str) or not isinstance(name, str):
-            return False
-        return self._is_regular(("claims",), _claim_name(sha, key, name))
+    def _unclaimed(self, key: str, objects: dict[str, str]) -> list[str]:
+        """The objects of ``objects`` (file name → sha256) not claimed for entry ``key`` under that name: no
+        regular file for the claim (no link followed), in its folder or where ``_claim_folder`` put it before
+        (``claims/<claim[:2]>``)."""
+        if not isinstance(key, str) or not all(map(is_sha256, objects.values())) \
+                or not all(isinstance(name, str) for name in objects):
+            return list(objects.values())
+        missing = []
+        for folder_name, claims in _claims_by_folder(key, objects).items():
+            try:
+                folder = self._open_folder(("claims", folder_name))
+            except OSError:
+                folder = None
+            try:
+                for claim, sha in claims.items():
+                    try:
+                        if folder is not None and stat.S_ISREG(os.stat(claim, dir_fd=folder,
+                                                                        follow_symlinks=False).st_mode):
+                            continue
+                    except OSError:
+                        pass
+                    if folder_name == claim[:2] or not self._is_regular(("claims",), claim):
+                        missing.append(sha)
+            finally:
+                if folder is not None:
+                    os.close(folder)
+        return missing
 
     def _is_regular(self, parts: tuple[str, ...], name: str) -> bool:
         """Whether ``root/<parts…>/<name[:2]>/name`` is a regular file, no link followed on the way."""
@@ -490,7 +587,23 @@ class Store:
         (``unsafe_file_names``) or an object by anything but a SHA-256 is corrupt."""
         path = self._entry_path(key)
         try:
-            body = json.loads(self._read(("entries", key[:2]), path.name, MAX_ENTRY_BYTES))
+            folder = self._open_folder(("entries", key[:2]))
+        except FileNotFoundError:
+            return None
+        except OSError:
+            folder = None  # reported as corrupt below, as a read through it would be
+        try:
+            return self._entry_in(key, path, folder)
+        finally:
+            if folder is not None:
+                os.close(folder)
+
+    def _entry_in(self, key: str, path: Path, folder: int | None) -> dict[str, Any] | None:
+        """``entry`` of ``key`` at ``path``, read through the descriptor of its folder (None: unreadable)."""
+        try:
+            if folder is None:
+                raise OSError(f"{path.parent}: not a folder of the cache")
+            body = json.loads(_read_regular(path.name, folder, MAX_ENTRY_BYTES))
             checksum = body.pop("checksum")
             if body.get("key") != key or sha256_bytes(json.dumps(body, sort_keys=True).encode()) != checksum:
                 raise ValueError("checksum")
@@ -504,7 +617,7 @@ class Store:
             self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} is corrupt: ignored, the "
                                             "artifact is rebuilt")
             return None
-        unclaimed = [sha for name, sha in body["files"].items() if not self._claimed(sha, key, name)]
+        unclaimed = self._unclaimed(key, body["files"])
         if unclaimed:
             # Claims in a file named by the object (an older usdforge's, one line per entry): a miss, stored
             # again, not a forgery worth a warning.
@@ -514,13 +627,9 @@ class Store:
                                                 "is rebuilt")
             return None
         try:  # the entry's modification time is its last use (prune drops the oldest)
-            folder = self._open_folder(("entries", key[:2]))
-            try:
-                os.utime(path.name, dir_fd=folder, follow_symlinks=False)
-            finally:
-                os.close(folder)
+            os.utime(path.name, dir_fd=folder, follow_symlinks=False)
         except OSError:
-            pass
+            pass  # a read-only cache: the entry is used all the same
         return body
 
     def get_entry(self, key: str) -> Artifact | None:
@@ -710,6 +819,26 @@ class Store:
                 path.unlink(missing_ok=True)
             else:
                 shutil.rmtree(path, ignore_errors=True)  # rmtree never follows a link inside the tree
+
+
+def _claim_folder(key: str, claim: str) -> str:
+    """The folder (under ``claims/``) of the claim ``claim`` of entry ``key``: the key's first two characters,
+    so that an entry's claims share one folder (a cache still filling makes one folder per entry stored, not
+    one per file); ``claim[:2]`` for a key that does not start with two hex digits (where every claim was
+    kept before: ``Store._unclaimed`` looks there too)."""
+    return key[:2] if _HEX2.fullmatch(key[:2]) else claim[:2]
+
+
+_HEX2 = re.compile(r"[0-9a-f]{2}")
+
+
+def _claims_by_folder(key: str, objects: dict[str, str]) -> dict[str, dict[str, str]]:
+    """{folder: {claim: sha256}} of the claims of entry ``key`` for ``objects`` (file name → sha256)."""
+    folders: dict[str, dict[str, str]] = {}
+    for name, sha in objects.items():
+        claim = _claim_name(sha, key, name)
+        folders.setdefault(_claim_folder(key, claim), {})[claim] = sha
+    return folders
 
 
 def _claim_name(sha: str, key: str, name: str) -> str:

@@ -19,11 +19,11 @@ from typing import Any, ClassVar
 import attrs
 
 from usdforge.pipeline.atomic import build_atomically, relative_names
-from usdforge.pipeline.cache import Store, open_store, unsafe_file_names
+from usdforge.pipeline.cache import KnownFiles, Store, open_store, unsafe_file_names
 from usdforge.pipeline.code_version import code_stamp
 from usdforge.pipeline.content_key import (absolute_location, cache_key, library_versions, location_free_digest,
                                            reference_names, resolve_name)
-from usdforge.pipeline.layer_keys import mesh_unit_keys, source_key, unit_files, unit_keys
+from usdforge.pipeline.layer_keys import mesh_unit_keys, reading_key, source_key, unit_files, unit_keys
 from usdforge.pipeline.fingerprint import by_size_in_threads, file_digest, file_size, file_stamp, stamped_digest
 from usdforge.pipeline.lazy import LazyKey, key_to_toml, read_key, stale_reasons
 from usdforge.pipeline.references import referenced_files
@@ -139,10 +139,13 @@ class AssetConverterBase:
 
     def _build_once(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:
         asset = Path(self.cfg.asset_path)
-        references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None),
-                                      tree_root=getattr(self.cfg, "tree_root", None),
-                                      xacro_env=getattr(self.cfg, "xacro_env", None),
-                                      allowed_roots=getattr(self.cfg, "allowed_roots", ()))
+        reading = reading_key(self.kind, self.cfg)
+        references = self._recorded_references(previous, reading, asset)
+        if references is None:
+            references = referenced_files(self.kind, asset, self._packages, getattr(self.cfg, "xacro_args", None),
+                                          tree_root=getattr(self.cfg, "tree_root", None),
+                                          xacro_env=getattr(self.cfg, "xacro_env", None),
+                                          allowed_roots=getattr(self.cfg, "allowed_roots", ()))
         location = location_read(self.kind, self.cfg, asset, self._packages)
         paths = reference_names(references, asset.parent, self._packages)
         self._hash_ahead([asset, *paths.values()])
@@ -193,7 +196,7 @@ class AssetConverterBase:
             from usdforge.rules.robot.meshes import mesh_cache
 
             from usdforge.rules.robot.intermediate import intermediate_scope
-            from usdforge.rules.robot.layer_reuse import layer_scope, store_units
+            from usdforge.rules.robot.layer_reuse import layer_scope, restored_objects, store_units
 
             # The robot as read and each layer of the output are reused on their own (pipeline.layer_keys).
             source = source_key(self.kind, self.cfg, asset_sha, named, location) \
@@ -209,10 +212,14 @@ class AssetConverterBase:
                     provenance_on_save(staging / self._usd_file_name, provenance) as stamped, \
                     texture_checks_overlapped():
                 written = rule(self.kind).convert(self.cfg, staging)
+                verbatim = restored_objects()
             if not stamped:  # not saved with the record (a binary layer, a layer the rule wrote otherwise)
                 stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
-                files = {name: (staging / name).read_bytes() for name in relative_names(written, staging)}
+                # Files restored as they are in the cache (verified when read) are not read or hashed again.
+                known = {name: object_ for name, object_ in verbatim.items()
+                         if file_size(staging / name) == object_[1]}
+                files = KnownFiles(staging, relative_names(written, staging), known)
                 # A mesh's unit is kept only from a conversion that warned of nothing: a reuse skips the
                 # reading that would warn again.
                 store_units(store, units if self.kind != "mesh" or not warned else {}, unit_names, files, restored)
@@ -228,7 +235,7 @@ class AssetConverterBase:
                 source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
                 libraries=library_versions(self.kind), code=code_stamp(), location=location or {},
                 references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
-                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths}))
+                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths}), reading=reading)
             return key_to_toml(self.lazy_key)
 
         if cached is not None:
@@ -240,6 +247,19 @@ class AssetConverterBase:
         build_atomically(self._usd_dir, restore if cached is not None else convert,
                          key_file_name(self._usd_file_name), make_key,
                          list(previous.outputs) if previous is not None else [])
+
+    def _recorded_references(self, previous: LazyKey | None, reading: str, asset: Path) -> list[str] | None:
+        """The referenced files the previous key records, when a scan would find them again: the only reason
+        to convert is the cfg (the source, every referenced file, the code and the libraries are as recorded,
+        which ``stale_reasons`` checked) and what decides the reading is the same (``reading_key``). None:
+        scan the source."""
+        if previous is None or not reading or previous.reading != reading or previous.kind != self.kind \
+                or self.reasons != ["the configuration changed"]:
+            return None
+        paths = [resolve_name(name, asset.parent, self._packages) for name in previous.references]
+        if any(path is None for path in paths):
+            return None
+        return sorted({str(path) for path in paths})
 
     def _file_digest(self, path: str | Path) -> str:
         """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask);

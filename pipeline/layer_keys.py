@@ -15,7 +15,7 @@ import attrs
 from usdforge.pipeline.code_version import code_stamp, library_versions
 from usdforge.rules.outputs import ROBOT_LAYER_FILES, articulation_cfg_file_name, instanceable_meshes_path
 from usdforge.rules.robot.layer_fields import LAYER_FIELDS, PROJECTIONS, READ_FIELDS, view
-from usdforge.rules.robot.layer_reuse import MESH_UNIT, PATCH_BASES
+from usdforge.rules.robot.layer_reuse import FACTS_UNIT, MESH_UNIT, PATCH_BASES
 from usdforge.schemas import __version__
 
 #: Units reused through their own key. The geometry layer also has a finer key of its own (the hash of
@@ -48,6 +48,18 @@ def source_key(kind: str, cfg: Any, asset_sha: str, references: dict[str, str],
     return _digest({"usdforge": __version__, "code": code_stamp(), "libraries": library_versions(kind), "kind": kind,
                     "asset": [os.path.abspath(cfg.asset_path), asset_sha], "references": references,
                     "location": location or {}, "read": fields})
+
+
+def reading_key(kind: str, cfg: Any) -> str:
+    """What decides which files a robot source references, besides the contents of the source and of those
+    files: the kind, where the source is and the cfg fields that decide the reading (``READ_FIELDS``:
+    packages, xacro arguments, roots), absolute, and the code; "" for a kind without read fields (a mesh).
+    The lazy key records it (``pipeline.lazy.LazyKey.reading``)."""
+    if kind not in READ_FIELDS:
+        return ""
+    fields = {name: _plain(getattr(cfg, name)) for name in READ_FIELDS[kind]}
+    return _digest({"usdforge": __version__, "code": code_stamp(), "kind": kind,
+                    "asset": os.path.abspath(cfg.asset_path), "read": fields})
 
 
 def unit_files(usd_file_name: str) -> dict[str, str]:
@@ -103,6 +115,10 @@ def unit_keys(kind: str, cfg: Any, source: str) -> dict[str, str]:
         seen = view(cfg, kind, unit)
         fields = {name: _plain(getattr(seen, name)) for name in LAYER_FIELDS[kind][unit]}
         keys[unit] = _digest({"unit": unit, "source": source, "fields": fields, "file": cfg.usd_file_name})
+        if unit == "articulation_cfg":  # its facts without the drives (rules.robot.isaaclab_cfg.FACTS_UNIT)
+            base = {name: value for name, value in fields.items() if name not in DRIVE_FIELDS[kind]}
+            keys[FACTS_UNIT] = _digest({"unit": FACTS_UNIT, "source": source, "fields": base,
+                                        "file": cfg.usd_file_name})
         if unit in PATCH_BASES:
             base = {name: value for name, value in fields.items() if name not in DRIVE_FIELDS[kind]}
             if "collision_type" in base:  # only whether it decomposes: the token itself is patched

@@ -43,6 +43,9 @@ class LazyKey:
     stamps: {file name of the asset, or reference name: ``fingerprint.file_stamp``} of the inputs
         as they were hashed (``file_stamp``): a file that still has its stamp here is not hashed again
         (``converters.AssetConverterBase``); a moved or cloned one has another and is hashed.
+    reading: ``layer_keys.reading_key``: what decides which files the source references besides their
+        contents; a rebuild whose only reason is another cfg takes the references recorded here instead of
+        scanning the source again when it is unchanged ("": always scanned).
     """
 
     usdforge: str = __version__
@@ -58,6 +61,7 @@ class LazyKey:
     code: str = ""
     location: dict[str, Any] = attrs.field(factory=dict)
     stamps: dict[str, list[int]] = attrs.field(factory=dict)
+    reading: str = ""
 
 
 def key_to_toml(key: LazyKey) -> str:

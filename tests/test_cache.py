@@ -765,3 +765,53 @@ def test_an_object_shared_by_many_entries_is_claimed_once_per_entry_and_pruned_w
     left = [key for key in keys if store.get_entry(key) is not None]
     assert 0 < len(left) < len(keys) and left == keys[-len(left):]
     assert len([p for p in (tmp_path / "cache" / "claims").rglob("*") if p.is_file()]) == len(left)
+
+
+def test_claims_where_an_older_usdforge_kept_them_are_found(tmp_path, caplog):
+    """An entry's claims share the folder of its key's first two characters; claims an older usdforge kept in
+    the folder of their own name's first two characters still count (a hit, no warning)."""
+    store = Store(tmp_path / "cache")
+    files = {"a.usda": b"one", "b/c.usda": b"two"}
+    key = "ab" + "c" * 62
+    store.put_entry(key, files, kind="urdf")
+    claims = [p for p in (tmp_path / "cache" / "claims").rglob("*") if p.is_file()]
+    assert len(claims) == 2 and {p.parent.name for p in claims} == {"ab"}
+    for claim in claims:
+        older = claim.parent.parent / claim.name[:2] / claim.name
+        older.parent.mkdir(exist_ok=True)
+        claim.rename(older)
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        assert Store(tmp_path / "cache").get_entry(key).files == files
+    assert not caplog.records
+    for claim in (tmp_path / "cache" / "claims").rglob("*"):
+        if claim.is_file():
+            claim.unlink()
+    assert Store(tmp_path / "cache").get_entry(key) is None
+
+
+def test_storing_known_objects_reads_and_hashes_nothing_and_an_unchanged_entry_is_not_rewritten(tmp_path):
+    """Files restored as they are in the cache are stored by the object they name (``KnownFiles``): not read
+    while the store holds the object, read when it does not; an entry stored again with the same content
+    keeps its file."""
+    from usdforge.pipeline.cache import KnownFiles, sha256_bytes
+
+    store = Store(tmp_path / "cache")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "a.usda").write_bytes(b"restored")
+    (tmp_path / "out" / "b.usda").write_bytes(b"authored")
+    store.put_entry("1" * 64, {"a.usda": b"restored"})
+    known = {"a.usda": (sha256_bytes(b"restored"), 8)}
+    files = KnownFiles(tmp_path / "out", ["a.usda", "b.usda"], known)
+    assert store.put_entry("2" * 64, files) == {"a.usda": known["a.usda"][0], "b.usda": sha256_bytes(b"authored")}
+    assert set(files._read) == {"b.usda"}
+    entry = next((tmp_path / "cache" / "entries").rglob("2*.json"))
+    before = entry.stat().st_ino
+    store.put_entry("2" * 64, KnownFiles(tmp_path / "out", ["a.usda", "b.usda"], known))
+    assert entry.stat().st_ino == before
+    for path in (tmp_path / "cache" / "objects").rglob("*"):
+        if path.is_file():
+            path.unlink()
+    again = KnownFiles(tmp_path / "out", ["a.usda", "b.usda"], known)
+    store.put_entry("3" * 64, again)
+    assert set(again._read) == {"a.usda", "b.usda"}
+    assert store.get_entry("3" * 64).files == {"a.usda": b"restored", "b.usda": b"authored"}

@@ -203,39 +203,74 @@ def test_a_drive_edit_is_patched_into_the_cached_layers(kind, folder, monkeypatc
     MJCF: a bias that leaves no stiffness, so no target position) authors the layer; another collision
     approximation sets the token on the mesh colliders, but not into or out of decomposition. Each rebuild
     equals a cold conversion, byte for byte."""
-    from usdforge.rules.robot import writer
+    from usdforge.rules.robot import isaaclab_cfg, writer
     from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
 
     patched: list[bool] = []
     real = writer.patched_layer
     monkeypatch.setattr(writer, "patched_layer", lambda *a: (r := real(*a), patched.append(r is not None))[0])
+    composed: list[int] = []  # stages the Isaac Lab cfg was read from, per rebuild
+    stage = isaaclab_cfg._facts_stage
+    monkeypatch.setattr(isaaclab_cfg, "_facts_stage", lambda *a: (composed.append(1), stage(*a))[1])
     cfg = cfg_class(kind)(asset_path=str(folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")))
     edits = [({"joint_drive": JointDriveCfg(gains=PDGainsCfg(stiffness=1234.0, damping=56.0))}, [True]),
              ({"joint_drive": None}, [False])] if kind == "urdf" else \
         [({"override_gain_prm": (77.0,)}, [True, True]),
          ({"override_gain_prm": (77.0,), "override_bias_prm": (0.0, 0.0, -3.0)}, [False, True])]
-    # Another approximation token is patched too (mujoco holds none: restored); decomposition is another class.
+    # Another approximation token is patched too; decomposition is another class. MJCF's mujoco layer holds no
+    # token, but the last edit patched it, and a patched layer is not stored under its own key: patched again.
     last = edits[-1][0]
-    edits += [({**last, "collision_type": "Bounding Sphere"}, [True]),
-              ({**last, "collision_type": "Convex Decomposition"}, [])]
+    edits += [({**last, "collision_type": "Bounding Sphere"}, [True] if kind == "urdf" else [True, True]),
+              ({**last, "collision_type": "Convex Decomposition"}, [] if kind == "urdf" else [True])]
     work = folder / f"patched-{kind}"
     warnings.simplefilter("ignore")
     converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
     for step, (fields, expected) in enumerate(edits):
         patched.clear()
+        composed.clear()
         edited = attrs.evolve(cfg, **fields)
         converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+        # The cfg after a patched drive edit: the cached facts and the patch's drives, no stage composed.
+        assert len(composed) == (0 if step != 1 else 1), fields
         converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
         assert patched == expected, fields
         assert units(work / "out") == units(work / f"cold{step}")
 
 
+def test_cached_cfg_facts_that_are_not_facts_are_read_again(folder):
+    """The Isaac Lab cfg's cached facts are untrusted: an entry that is not facts of the expected form (a
+    field missing, a name that is no string) is a miss, the cfg read from the stage, equal to a cold one."""
+    import json
+
+    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
+
+    cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / "forged-facts"
+    store = Store(work / "cache")
+    warnings.simplefilter("ignore")
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=store)
+    entries = [path for path in (work / "cache" / "entries").rglob("*.json")
+               if json.loads(path.read_text()).get("kind") == "layer:articulation_cfg_facts"]
+    assert len(entries) == 1
+    facts = store.entry(entries[0].stem)["meta"]
+    assert facts["joints"] and "stiffness" not in facts["joints"][0]
+    for forged in ({**facts, "joints": [{**facts["joints"][0], "name": 7}]}, {k: v for k, v in facts.items() if k != "fixed"}):
+        store.put_entry(entries[0].stem, {}, meta=forged, kind="layer:articulation_cfg_facts")
+        edited = attrs.evolve(cfg, joint_drive=JointDriveCfg(gains=PDGainsCfg(stiffness=float(len(forged)), damping=2.0)))
+        converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=store)
+        converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
+        assert units(work / "out") == units(work / "cold")
+        shutil.rmtree(work / "cold")
+
+
 def test_a_layer_that_does_not_read_back_as_written_is_not_patched():
-    """The patch is refused (the layer authored instead) when the cached layer does not read back as it was
-    written - an empty metadata block "( )" reads back as none - or holds another type than asked for."""
+    """Patched line by line, only the value lines change: an empty metadata block "( )", which reads back as
+    none, stays as written. Through Sdf (a text the line reading does not follow: a multi-line string), the
+    patch is refused (the layer authored instead) when the cached layer does not read back as it was
+    written; either way it is refused when the layer holds another type than asked for."""
     from pxr import Sdf
 
-    from usdforge.rules.robot.drive_patch import patched_layer
+    from usdforge.rules.robot.drive_patch import UNSUPPORTED, patched_layer, patched_text
 
     layer = Sdf.Layer.CreateAnonymous("t.usda")
     spec = Sdf.CreatePrimInLayer(layer, "/r/j")
@@ -244,9 +279,13 @@ def test_a_layer_that_does_not_read_back_as_written_is_not_patched():
     text = layer.ExportToString()
     want = {Sdf.Path("/r/j"): ([], [("drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float, 2.0, False)])}
     args = (lambda name: name.startswith("drive:"), "PhysicsDriveAPI:")
-    assert b"= 2" in patched_layer(text.encode(), want, *args)[0]
+    assert patched_layer(text.encode(), want, *args)[0] == text.replace("= 1", "= 2").encode()
     quirk = text.replace('def "j"\n', 'def "j" (\n    )\n', 1)
-    assert quirk != text and patched_layer(quirk.encode(), want, *args) is None
+    assert quirk != text and patched_layer(quirk.encode(), want, *args)[0] == quirk.replace("= 1", "= 2").encode()
+    Sdf.AttributeSpec(layer.GetPrimAtPath("/r"), "note", Sdf.ValueTypeNames.String).default = "two\nlines"
+    multiline = layer.ExportToString().replace('def "j"\n', 'def "j" (\n    )\n', 1)
+    assert '"""' in multiline and patched_text(multiline.encode(), want, *args) is UNSUPPORTED
+    assert patched_layer(multiline.encode(), want, *args) is None
     double = {path: ([], [(name, Sdf.ValueTypeNames.Double, value, uniform)]) for path, (_, [(name, _, value, uniform)])
               in want.items()}
     assert patched_layer(text.encode(), double, *args) is None
@@ -390,3 +429,45 @@ def test_the_intermediate_round_trips_every_conformance_urdf():
         assert len(replayed) == len(messages)
         checked += 1
     assert checked >= 30
+
+
+def test_cfg_facts_are_kept_only_when_the_drives_are_the_physics_layers_alone(tmp_path):
+    """The cfg's facts are cached without the drives, which a patched rebuild takes from the physics layer:
+    only when no other layer of the stage holds a drive opinion on a joint the cfg reads."""
+    from pxr import Sdf, Usd
+
+    from usdforge.rules.robot.isaaclab_cfg import _drives_from_physics_alone
+
+    physics = Sdf.Layer.CreateNew(str(tmp_path / "payloads" / "Physics" / "physics.usda"))
+    other = Sdf.Layer.CreateNew(str(tmp_path / "payloads" / "Physics" / "physX.usda"))
+    joint = Sdf.CreatePrimInLayer(physics, "/r/j")
+    Sdf.AttributeSpec(joint, "drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float).default = 1.0
+    root = Sdf.Layer.CreateAnonymous("facts.usda")
+    root.subLayerPaths = [other.identifier, physics.identifier]
+    facts = {"rigid": False, "joints": [{"path": "/r/j", "angular": True}]}
+    assert _drives_from_physics_alone(Usd.Stage.Open(root), facts)
+    Sdf.AttributeSpec(Sdf.CreatePrimInLayer(other, "/r/j"), "drive:angular:physics:damping",
+                      Sdf.ValueTypeNames.Float).default = 2.0
+    assert not _drives_from_physics_alone(Usd.Stage.Open(root), facts)
+
+
+def test_a_rebuild_for_another_cfg_takes_the_recorded_references(folder, monkeypatch):
+    """A rebuild whose only reason is another cfg takes the referenced files its lazy key records instead of
+    scanning the source (the source and every referenced file are as recorded); one that changes a field
+    deciding the reading (``READ_FIELDS``) scans it again."""
+    from usdforge.pipeline import converters
+
+    scans: list[int] = []
+    real = converters.referenced_files
+    monkeypatch.setattr(converters, "referenced_files", lambda *a, **k: (scans.append(1), real(*a, **k))[1])
+    cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / "recorded-references"
+    warnings.simplefilter("ignore")
+
+    def build(**fields):
+        return converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "out"), **fields), cache=Store(work / "cache"))
+
+    first = build()
+    second = build(self_collision=True)
+    assert len(scans) == 1 and second.converted and second.lazy_key.references == first.lazy_key.references
+    assert build(self_collision=True, allow_missing_files=not cfg.allow_missing_files).converted and len(scans) == 2

@@ -84,14 +84,19 @@ def urdf_patches(robot: Robot) -> Patches:
 
 def patched_layer(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[[str], bool],
                   api_prefix: str, approximation: str | None = None,
-                  identifier: str | None = None) -> tuple[bytes, Sdf.Layer] | None:
+                  identifier: str | None = None) -> tuple[bytes, Sdf.Layer | None] | None:
     """``data`` (a cached usda layer) with the values of ``wanted``, or None when a prim of ``wanted`` does not
     hold exactly the patched attributes (``patched`` names) and API schemas (``api_prefix``) it lists, with
     their types and variability, or a value is not finite (authoring then raises as it should).
     approximation: the ``physics:approximation`` token every mesh collider gets (colliders not decomposed:
     the physics layer then authors that one token on each, ``rules.robot.geometry.Colliders``).
     identifier: the patched layer's (its future path, ``rules.usd.layer.new_layer``), so that it can be held
-    open for the Isaac Lab cfg instead of being read back from its file. Returns (bytes, the layer)."""
+    open for the Isaac Lab cfg instead of being read back from its file. Returns (bytes, the layer), the
+    layer None when the text was patched line by line (``patched_text``, tried first: no parse and no export;
+    the Isaac Lab cfg, when it is rendered, then parses the file, which costs less than both)."""
+    text = patched_text(data, wanted, patched, api_prefix, approximation)
+    if text is not UNSUPPORTED:
+        return None if text is None else (text, None)
     layer = sdf.new_layer(identifier) if identifier is not None else Sdf.Layer.CreateAnonymous("patch.usda")
     try:
         text = data.decode("utf-8")
@@ -163,3 +168,138 @@ def _finite(value: Any) -> bool:
     if isinstance(value, str):
         return True
     return all(math.isfinite(float(v)) for v in value)
+
+
+#: ``patched_text`` could not patch this text line by line (a form it does not follow): patch through Sdf.
+UNSUPPORTED = object()
+
+#: A prim's header line as Sdf writes it: ``<specifier> [<type>] "<name>"``, `` (`` when metadata follows.
+_HEADER = re.compile(r'^( *)(?:def|over|class)(?: [\w:]+)? "([A-Za-z_][A-Za-z_0-9]*)"( \()?$')
+#: An attribute's line: ``[uniform ]<type> <name> = <value>[ (]`` (`` (``: its metadata follows).
+_ATTRIBUTE = re.compile(r"^ *(uniform )?(\S+) ([^\s=]+) = (.*?)( \()?$")
+#: An ``apiSchemas`` list op in a prim's metadata, as ``rules.usd.layer.apply_schemas`` writes it.
+_API_SCHEMAS = re.compile(r'^ *(\w+ )?apiSchemas = \[(.*)\]$')
+
+
+def patched_text(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[[str], bool], api_prefix: str,
+                 approximation: str | None = None) -> bytes | None | object:
+    """``patched_layer``'s bytes, found line by line in the usda text Sdf wrote (each value line replaced by
+    the one Sdf writes for the new value: ``_value_texts``), without parsing the layer and exporting it
+    again; None when the patch is refused (the same checks as ``patched_layer``); ``UNSUPPORTED`` when the
+    text holds a form this reading does not follow (a multi-line string, a variant, a list op other than
+    ``prepend apiSchemas``, a bracket it cannot place): the caller patches through Sdf then.
+
+    The lines of an Sdf-written usda file nest by brackets that end their lines (``(``, ``{``, ``[``) and
+    lines that are a closing bracket alone; without a multi-line string (``\"\"\"``) no value spans lines,
+    so each prim's attributes are the lines directly inside its ``{`` block."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if '"""' in text or "\r" in text or "variantSet" in text:
+        return UNSUPPORTED
+    lines = text.split("\n")
+    # Each prim's attribute lines (name → line index) and its apiSchemas op, for the prims to patch.
+    attributes: dict[Sdf.Path, dict[str, int]] = {}
+    schemas: dict[Sdf.Path, list[str]] = {}
+    approximations: list[int] = []
+    stack: list[tuple[str, Sdf.Path | None, bool]] = []  # ("prim" | "meta" | "other", its prim, in wanted)
+    pending: Sdf.Path | None = None  # a prim whose "{" comes next
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped in ("}", ")", "]"):
+            if not stack:
+                return UNSUPPORTED
+            kind, path, _ = stack.pop()
+            if kind == "meta":
+                pending = path
+            continue
+        if stripped == "{":
+            if pending is None:
+                return UNSUPPORTED
+            stack.append(("prim", pending, pending in wanted))
+            pending = None
+            continue
+        if pending is not None:
+            return UNSUPPORTED
+        header = _HEADER.match(line) if stripped.startswith(("def ", "over ", "class ")) else None
+        if header is not None:
+            parent = stack[-1][1] if stack and stack[-1][0] == "prim" else None
+            if stack and parent is None:
+                return UNSUPPORTED
+            path = (parent or Sdf.Path.absoluteRootPath).AppendChild(header.group(2))
+            if header.group(3):
+                stack.append(("meta", path, path in wanted))
+            else:
+                pending = path
+            continue
+        kind, path, in_wanted = stack[-1] if stack else ("top", None, False)
+        if kind == "meta" and in_wanted and "apiSchemas" in stripped:
+            match = _API_SCHEMAS.match(line)
+            if match is None or match.group(1) != "prepend " or path in schemas:
+                return UNSUPPORTED
+            schemas[path] = re.findall(r'"([^"]*)"', match.group(2))
+        elif kind == "prim" and (in_wanted or "physics:approximation" in stripped):
+            match = _ATTRIBUTE.match(line)
+            if match is not None:
+                name = match.group(3)
+                if name == "physics:approximation":
+                    approximations.append(index)
+                if in_wanted and patched(name):
+                    attributes.setdefault(path, {})[name] = index
+            elif " physics:approximation " in line:  # an attribute in a form not read here
+                return UNSUPPORTED
+        if stripped.endswith(("(", "{", "[")):
+            stack.append(("other", path if kind != "top" else None, False))
+    if stack or pending is not None:
+        return UNSUPPORTED
+    changes: list[tuple[int, Sdf.ValueTypeName, Any, bool]] = []  # line, type, value, uniform
+    for path, want in wanted.items():
+        present = attributes.get(path, {})
+        apis = [name for name in schemas.get(path, []) if api_prefix and name.startswith(api_prefix)]
+        if want is None:
+            if apis or present:
+                return None
+            continue
+        want_apis, values = want
+        if apis != want_apis or set(present) != {name for name, *_ in values}:
+            return None  # also a prim that is not there (it holds none of them)
+        for name, type_name, value, uniform in values:
+            if not _finite(value):
+                return None
+            changes.append((present[name], type_name, value, uniform))
+    if approximation is not None:
+        changes.extend((index, Sdf.ValueTypeNames.Token, approximation, True) for index in approximations)
+    texts = _value_texts([(type_name, value, uniform) for _, type_name, value, uniform in changes])
+    for (index, type_name, value, uniform), new in zip(changes, texts):
+        match = _ATTRIBUTE.match(lines[index])
+        if bool(match.group(1)) != uniform or match.group(2) != str(type_name):
+            # Another type or variability: refused by patched_layer (an approximation that is not a uniform
+            # token included); confirmed there, where the types are compared as Sdf reads them.
+            return UNSUPPORTED
+        if match.group(5):  # the attribute has metadata: the value's end is not the line's
+            return UNSUPPORTED
+        lines[index] = lines[index][:match.start(4)] + new
+    return "\n".join(lines).encode("utf-8")
+
+
+def _value_texts(values: list[tuple[Sdf.ValueTypeName, Any, bool]]) -> list[str]:
+    """How Sdf writes each value (type, value, uniform) in a usda attribute line: read from one small layer
+    holding each distinct value once, so that every number is written by Sdf's own formatting."""
+    distinct: dict[tuple[str, str], int] = {}
+    for type_name, value, _ in values:
+        distinct.setdefault((str(type_name), repr(value)), len(distinct))
+    layer = Sdf.Layer.CreateAnonymous("values.usda")
+    spec = Sdf.PrimSpec(layer, "v", Sdf.SpecifierDef)
+    done = set()
+    for type_name, value, _ in values:
+        number = distinct[(str(type_name), repr(value))]
+        if number not in done:
+            done.add(number)
+            Sdf.AttributeSpec(spec, f"v{number}", type_name).default = value
+    found = {}
+    for line in layer.ExportToString().split("\n"):
+        match = _ATTRIBUTE.match(line)
+        if match is not None and match.group(3).startswith("v"):
+            found[int(match.group(3)[1:])] = match.group(4)
+    return [found[distinct[(str(type_name), repr(value))]] for type_name, value, _ in values]

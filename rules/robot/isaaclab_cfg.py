@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from pxr import Sdf, Usd, UsdPhysics
 
@@ -51,7 +52,7 @@ def _joint_facts(stage: Usd.Stage) -> list[dict]:
         lower, upper = (prim.GetAttribute(f"physics:{n}Limit").Get() for n in ("lower", "upper"))
         axis = "angular" if angular else "linear"
         drive = UsdPhysics.DriveAPI(prim, axis) if prim.HasAPI(UsdPhysics.DriveAPI, axis) else None
-        fact = {"name": prim.GetName(), "angular": angular,
+        fact = {"name": prim.GetName(), "path": str(prim.GetPath()), "angular": angular,
                 "lower": lower * scale if lower is not None and abs(lower) < 1e30 else None,
                 "upper": upper * scale if upper is not None and abs(upper) < 1e30 else None,
                 "drive": drive is not None}
@@ -168,12 +169,33 @@ def _facts_stage(usd_path: Path) -> Usd.Stage:
 
 def render_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None) -> str:
     """The text of ``<stem>_cfg.py`` for the robot at ``usd_path`` (module docstring)."""
-    stage = _facts_stage(usd_path)
+    return render_facts(articulation_facts(_facts_stage(usd_path)), usd_path.name, pose)
+
+
+def articulation_facts(stage: Usd.Stage) -> dict:
+    """What the cfg says of the robot on ``stage`` (plain data; ``render_facts`` writes it): whether it is a
+    rigid object, its name, the time step, and for an articulation its joints (``_joint_facts``), the base
+    and the spherical joints' name patterns; for a rigid object its body's pose."""
     root = stage.GetDefaultPrim()
+    facts = {"name": root.GetName(), "sim_dt": source_time_step(stage)}
     if not any(p.HasAPI(UsdPhysics.ArticulationRootAPI) for p in Usd.PrimRange(root)):
-        return _render_rigid_object(usd_path, stage)
-    joints = _joint_facts(stage)
+        body = next((p for p in Usd.PrimRange(root) if p.HasAPI(UsdPhysics.RigidBodyAPI)), None)
+        pos, rot = _pose(body) if body is not None else ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
+        return {**facts, "rigid": True, "pos": pos, "rot": rot}
     fixed, pos, rot, offset = _base(stage)
+    # Spherical joints are three DoF to Isaac Lab, named <name>:0..2 by its Newton backend; the pattern
+    # also matches the bare name, so it never goes unmatched (Isaac Lab raises on an unmatched pattern).
+    spherical = [f"{p.GetName()}(:[0-2])?" for p in Usd.PrimRange(root) if p.IsA(UsdPhysics.SphericalJoint)
+                 and not p.GetAttribute("physics:excludeFromArticulation").Get()]
+    return {**facts, "rigid": False, "joints": _joint_facts(stage), "fixed": fixed, "pos": pos, "rot": rot,
+            "offset": offset, "spherical": spherical}
+
+
+def render_facts(facts: dict, usd_name: str, pose: dict[str, float] | None = None) -> str:
+    """The text of ``<stem>_cfg.py`` (for the USD file ``usd_name``) from ``articulation_facts``."""
+    if facts["rigid"]:
+        return _render_rigid_object(usd_name, facts)
+    joints, fixed, pos, rot, offset = facts["joints"], facts["fixed"], facts["pos"], facts["rot"], facts["offset"]
     # A drive whose maxForce is 0 (URDF effort="0": an unactuated joint) is passive: MuJoCo refuses a
     # zero actuator force range, so its group lifts the limit, harmless with zero gains.
     driven = [j for j in joints if j["drive"] and j.get("effort") != 0.0]
@@ -189,10 +211,7 @@ def render_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None
         if velocities:
             fields.append(f"velocity_limit_sim={_literal(velocities)}")
         groups.append(("drives", fields))
-    # Spherical joints are three DoF to Isaac Lab, named <name>:0..2 by its Newton backend; the pattern
-    # also matches the bare name, so it never goes unmatched (Isaac Lab raises on an unmatched pattern).
-    spherical = [f"{p.GetName()}(:[0-2])?" for p in Usd.PrimRange(root) if p.IsA(UsdPhysics.SphericalJoint)
-                 and not p.GetAttribute("physics:excludeFromArticulation").Get()]
+    spherical = facts["spherical"]
     if passive or spherical:
         fields = [f"joint_names_expr={_literal([j['name'] for j in passive] + spherical)}", "stiffness=0.0",
                   "damping=0.0"]
@@ -200,12 +219,12 @@ def render_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None
         groups.append(("passive", fields))
     actuators = "".join(f"        {name!r}: ImplicitActuatorCfg(\n" + "".join(f"            {f},\n" for f in fields)
                         + "        ),\n" for name, fields in groups)
-    name = stage.GetDefaultPrim().GetName()
+    name = facts["name"]
     fix_note = ("The asset fixes its base to the world itself (anchored at its origin): leave\n"
                 "``spawn.fix_root_link`` unset; Isaac Lab 3.0.0's ``fix_root_link=True`` raises \"Cannot fix\n"
                 "non-rigid articulation root\" on it." if fixed else
                 "A floating base; ``spawn.fix_root_link=True`` fixes it at ``init_state.pos``.")
-    return f'''"""Isaac Lab 3.0 ``ArticulationCfg`` of ``{usd_path.name}`` ({name}), generated by usdforge: do not edit.
+    return f'''"""Isaac Lab 3.0 ``ArticulationCfg`` of ``{usd_name}`` ({name}), generated by usdforge: do not edit.
 
 {fix_note}
 Units: rad, m, N·m/rad (N/m), N·m·s/rad (N·s/m), N·m (N), rad/s (m/s); ``rot`` is (x, y, z, w).
@@ -217,14 +236,14 @@ import isaaclab.sim as sim_utils
 from isaaclab.actuators import ImplicitActuatorCfg
 from isaaclab.assets import ArticulationCfg
 
-USD_PATH = str(Path(__file__).resolve().parent / {usd_path.name!r})
+USD_PATH = str(Path(__file__).resolve().parent / {usd_name!r})
 #: Whether the asset's base is fixed to the world (by the asset itself).
 FIXED_BASE = {fixed!r}
 #: The root body's position in the asset's frame (a fixed base: from the anchor at the asset's origin).
 ROOT_OFFSET = {_literal(offset)}
 #: Seconds per physics step of the source (its PhysicsScene), for ``SimulationCfg(dt=...)``; None: it gives
 #: none. Stiff models (agility_cassie: 0.0005 s) go unstable at Isaac Lab's usual 0.005 s.
-SIM_DT = {_literal(source_time_step(stage))}
+SIM_DT = {_literal(facts["sim_dt"])}
 
 ARTICULATION_CFG = ArticulationCfg(
     spawn=sim_utils.UsdFileCfg(usd_path=USD_PATH),
@@ -239,13 +258,11 @@ ARTICULATION_CFG = ArticulationCfg(
 '''
 
 
-def _render_rigid_object(usd_path: Path, stage: Usd.Stage) -> str:
+def _render_rigid_object(usd_name: str, facts: dict) -> str:
     """A robot without joints (one free body, such as a drone) is no articulation to Isaac Lab: its
     ``RigidObjectCfg`` (``RIGID_OBJECT_CFG``), with the body's rest pose as ``init_state``."""
-    root = stage.GetDefaultPrim()
-    body = next((p for p in Usd.PrimRange(root) if p.HasAPI(UsdPhysics.RigidBodyAPI)), None)
-    pos, rot = _pose(body) if body is not None else ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
-    return f'''"""Isaac Lab 3.0 ``RigidObjectCfg`` of ``{usd_path.name}`` ({root.GetName()}), generated by usdforge: do not edit.
+    pos, rot = facts["pos"], facts["rot"]
+    return f'''"""Isaac Lab 3.0 ``RigidObjectCfg`` of ``{usd_name}`` ({facts["name"]}), generated by usdforge: do not edit.
 
 The asset has no joints, so Isaac Lab spawns it as a rigid object, not an articulation.
 Units: m; ``rot`` is (x, y, z, w).
@@ -256,14 +273,14 @@ from pathlib import Path
 import isaaclab.sim as sim_utils
 from isaaclab.assets import RigidObjectCfg
 
-USD_PATH = str(Path(__file__).resolve().parent / {usd_path.name!r})
+USD_PATH = str(Path(__file__).resolve().parent / {usd_name!r})
 #: Whether the asset's base is fixed to the world (by the asset itself).
 FIXED_BASE = False
 #: The root body's position in the asset's frame (a fixed base: from the anchor at the asset's origin).
 ROOT_OFFSET = (0.0, 0.0, 0.0)
 #: Seconds per physics step of the source (its PhysicsScene), for ``SimulationCfg(dt=...)``; None: it gives
 #: none. Stiff models (agility_cassie: 0.0005 s) go unstable at Isaac Lab's usual 0.005 s.
-SIM_DT = {_literal(source_time_step(stage))}
+SIM_DT = {_literal(facts["sim_dt"])}
 
 RIGID_OBJECT_CFG = RigidObjectCfg(
     spawn=sim_utils.UsdFileCfg(usd_path=USD_PATH),
@@ -272,8 +289,9 @@ RIGID_OBJECT_CFG = RigidObjectCfg(
 '''
 
 
-#: The layers saved inside ``saved_layers_held`` (None outside it).
-_HELD: ContextVar[list[Sdf.Layer] | None] = ContextVar("usdforge_saved_layers", default=None)
+#: The layers saved inside ``saved_layers_held`` (None outside it), and the drives patched into the physics
+#: layer there (``note_patched_drives``).
+_HELD: ContextVar[tuple[list[Sdf.Layer], dict] | None] = ContextVar("usdforge_saved_layers", default=None)
 
 
 @contextmanager
@@ -281,7 +299,7 @@ def saved_layers_held(hold: bool = True) -> Iterator[None]:
     """Within (``hold``): the layers a writer saves (``hold_saved``) stay open, so that
     ``render_articulation_cfg``'s ``Usd.Stage.Open`` finds them in Sdf's layer registry instead of reading
     the files just written back (simple_humanoid: 12 -> 6 ms, cartpole 5.5 -> 0.6 ms). Released on leaving."""
-    token = _HELD.set([] if hold else None)
+    token = _HELD.set(([], {}) if hold else None)
     try:
         yield
     finally:
@@ -294,18 +312,167 @@ def hold_saved(layers: Iterable[Sdf.Layer]) -> None:
     the build cache, left empty) must be read from its file."""
     held = _HELD.get()
     if held is not None:
-        held.extend(layers)
+        held[0].extend(layers)
+
+
+def note_patched_drives(drives: dict[Sdf.Path, Any]) -> None:
+    """Record, inside ``saved_layers_held``, that the physics layer was patched (``rules.robot.drive_patch``)
+    to hold exactly ``drives`` (joint prim → its drive API schemas and attributes, ``drive_patch.Wanted``):
+    the cfg then takes the drives from there and the rest from the cached facts
+    (``rules.robot.layer_reuse.FACTS_UNIT``)."""
+    held = _HELD.get()
+    if held is not None:
+        held[1]["physics"] = drives
+
+
+#: The drive attributes the cfg reads, by fact: joint fact key → attribute name (``drive:<axis>:physics:*``).
+_DRIVE_VALUES = {"stiffness": "stiffness", "damping": "damping", "effort": "maxForce"}
 
 
 def write_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None) -> Path:
     """Write ``<stem>_cfg.py`` beside ``usd_path``; return its path. Inside a conversion whose build cache
-    holds this unit under its key (``rules.robot.layer_reuse``), its bytes come from there."""
-    from usdforge.rules.robot.layer_reuse import reused
+    holds this unit under its key (``rules.robot.layer_reuse``), its bytes come from there. After a drive
+    edit patched into the physics layer (which changes only its drives' values), the facts come from the
+    ``layer_reuse.FACTS_UNIT`` of an earlier conversion with the same other fields and the drives from the
+    patch: no stage is composed. Facts read from a stage are kept there when the drives the cfg reads are the physics
+    layer's alone (no other layer holds an opinion on them)."""
+    from usdforge.rules.robot.layer_reuse import FACTS_UNIT, cached_unit, derived, keep_unit, keyed, reused
 
     path = usd_path.with_name(articulation_cfg_file_name(usd_path.name))
     data = reused("articulation_cfg")
     if data is not None:
         path.write_bytes(data[path.name])
-    else:
-        path.write_text(render_articulation_cfg(usd_path, pose))
+        return path
+    held = _HELD.get()
+    drives = held[1].get("physics") if held is not None else None
+    facts = None
+    if drives is not None:
+        facts = _with_drives(cached_unit(FACTS_UNIT), drives)
+        if facts is not None:
+            derived("articulation_cfg")
+    if facts is None:
+        stage = _facts_stage(usd_path)
+        facts = articulation_facts(stage)
+        if keyed(FACTS_UNIT) and _drives_from_physics_alone(stage, facts):
+            keep_unit(FACTS_UNIT, _without_drives(facts))
+    path.write_text(render_facts(facts, usd_path.name, pose))
     return path
+
+
+def _without_drives(facts: dict) -> dict:
+    """``facts`` without its joints' drive values (``_DRIVE_VALUES``)."""
+    if facts["rigid"]:
+        return facts
+    return {**facts, "joints": [{k: v for k, v in joint.items() if k not in _DRIVE_VALUES}
+                                for joint in facts["joints"]]}
+
+
+def _drives_from_physics_alone(stage: Usd.Stage, facts: dict) -> bool:
+    """Whether every drive the cfg read on ``stage`` (its API schema and ``_DRIVE_VALUES``' attributes) is
+    the physics layer's opinion alone: no other layer of the stage names a drive schema or attribute on a
+    joint the facts list (a rigid object's facts read none). False without a physics layer."""
+    from usdforge.rules.outputs import ROBOT_LAYER_FILES
+
+    if facts["rigid"]:  # no joint: nothing of the drives is read
+        return True
+    physics_name = os.path.normpath(ROBOT_LAYER_FILES["physics"])
+    layers = stage.GetLayerStack(includeSessionLayers=False)
+    physics = [layer for layer in layers if os.path.normpath(layer.realPath or "").endswith(physics_name)]
+    if len(physics) != 1:
+        return False
+    others = [layer for layer in layers if layer is not physics[0] and layer != physics[0]]
+    for joint in facts["joints"]:
+        prim = Sdf.Path(joint["path"])
+        axis = "angular" if joint["angular"] else "linear"
+        for layer in others:
+            spec = layer.GetPrimAtPath(prim)
+            if spec is None:
+                continue
+            if spec.HasInfo("apiSchemas") and any(str(name).startswith("PhysicsDriveAPI:")
+                                                  for name in spec.GetInfo("apiSchemas").GetAddedOrExplicitItems()):
+                return False
+            if any(spec.attributes.get(f"drive:{axis}:physics:{name}") is not None for name in _DRIVE_VALUES.values()):
+                return False
+    return True
+
+
+def _with_drives(data: Any, drives: dict[Sdf.Path, Any]) -> dict | None:
+    """The cached facts ``data`` (``layer_reuse.FACTS_UNIT``'s) with each joint's drive from ``drives`` (the
+    patched physics layer's, as ``_joint_facts`` reads it), or None when ``data`` is not such facts (a cache
+    is untrusted) or a joint's drive schema is not what the facts say."""
+    facts = _checked_facts(data)
+    if facts is None:
+        return None
+    if facts["rigid"]:
+        return facts
+    joints = []
+    for joint in facts["joints"]:
+        axis = "angular" if joint["angular"] else "linear"
+        prim = Sdf.Path(joint["path"]) if Sdf.Path.IsValidPathString(joint["path"]) else None
+        if prim not in drives:  # a joint the patch did not check
+            return None
+        want = drives[prim]
+        has_drive = want is not None and f"PhysicsDriveAPI:{axis}" in want[0]
+        if has_drive != joint["drive"]:
+            return None
+        if has_drive:
+            values = {name: (type_name, value) for name, type_name, value, _ in want[1]}
+            scale = math.pi / 180.0 if joint["angular"] else 1.0
+            read = {}
+            for key, attribute in _DRIVE_VALUES.items():
+                typed = values.get(f"drive:{axis}:physics:{attribute}")
+                read[key] = None if typed is None else _as_authored(*typed)
+                if typed is not None and read[key] is None:
+                    return None
+            joint = {**joint, "stiffness": float(read["stiffness"] or 0.0) / scale,
+                     "damping": float(read["damping"] or 0.0) / scale}
+            force = read["effort"]
+            joint["effort"] = float(force) if force is not None and math.isfinite(force) and force < 1e30 else None
+        joints.append(joint)
+    return {**facts, "joints": joints}
+
+
+def _as_authored(type_name: Sdf.ValueTypeName, value: Any) -> float | None:
+    """A scalar drive value as reading it back from the layer gives it (a float rounded to 32 bits, a
+    double as it is); None for any other type or a value a float cannot hold."""
+    if type_name == Sdf.ValueTypeNames.Double and type(value) is float:
+        return value
+    if type_name != Sdf.ValueTypeNames.Float or not isinstance(value, (float, int)):
+        return None
+    try:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:
+        return None
+
+
+#: The keys of a joint's cached facts (``_joint_facts`` without the drive values).
+_JOINT_FACTS = frozenset(("name", "path", "angular", "lower", "upper", "drive", "velocity"))
+
+
+def _checked_facts(facts: Any) -> dict | None:
+    """``facts`` (``_without_drives``' form, from JSON) when every field has its type, else None."""
+    def floats(value: Any, n: int) -> bool:
+        return isinstance(value, list) and len(value) == n and all(type(v) is float for v in value)
+
+    def maybe_float(value: Any) -> bool:
+        return value is None or type(value) is float
+
+    if not isinstance(facts, dict) or type(facts.get("rigid")) is not bool or not isinstance(facts.get("name"), str) \
+            or not maybe_float(facts.get("sim_dt")) or not floats(facts.get("pos"), 3) \
+            or not floats(facts.get("rot"), 4):
+        return None
+    if facts["rigid"]:
+        return facts if set(facts) == {"name", "sim_dt", "rigid", "pos", "rot"} else None
+    if set(facts) != {"name", "sim_dt", "rigid", "pos", "rot", "joints", "fixed", "offset", "spherical"} \
+            or type(facts.get("fixed")) is not bool \
+            or not all(floats(facts.get(k), n) for k, n in (("pos", 3), ("rot", 4), ("offset", 3))) \
+            or not isinstance(facts.get("spherical"), list) or not all(isinstance(v, str) for v in facts["spherical"]) \
+            or not isinstance(facts.get("joints"), list):
+        return None
+    for joint in facts["joints"]:
+        if not isinstance(joint, dict) or set(joint) != _JOINT_FACTS \
+                or not isinstance(joint["name"], str) or not isinstance(joint["path"], str) \
+                or type(joint["angular"]) is not bool or type(joint["drive"]) is not bool \
+                or not all(maybe_float(joint[k]) for k in ("lower", "upper", "velocity")):
+            return None
+    return facts

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
-_SCOPE: ContextVar[tuple[Any, dict[str, str], dict[str, str], set[str]] | None] = \
+_SCOPE: ContextVar[tuple[Any, dict[str, str], dict[str, str], set[str], dict[str, tuple[str, int]]] | None] = \
     ContextVar("usdforge_layers", default=None)
 
 
@@ -27,17 +27,30 @@ def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str]) -> Iter
     unit's file, relative to the output folder}. store None: no reuse. Yields the set of units restored
     from the cache (filled as the block runs: ``store_units`` need not store them again)."""
     restored: set[str] = set()
-    token = _SCOPE.set(None if store is None else (store, keys, files, restored))
+    token = _SCOPE.set(None if store is None else (store, keys, files, restored, {}))
     try:
         yield restored
     finally:
         _SCOPE.reset(token)
 
 
+def restored_objects() -> dict[str, tuple[str, int]]:
+    """Relative name → (SHA-256, size) of each output file a unit restored in the enclosing ``layer_scope``
+    gave as it is in the cache (verified there when read): what storing the output need not read or hash
+    again (``pipeline.cache.KnownFiles``). Patch bases are not among them: their bytes are edited."""
+    scope = _SCOPE.get()
+    return {} if scope is None else dict(scope[4])
+
+
+#: The Isaac Lab cfg's facts without the drive values (``rules.robot.isaaclab_cfg``), keyed as the cfg without
+#: the drive fields: a unit that is no output file (``cached_unit``, ``keep_unit``).
+FACTS_UNIT = "articulation_cfg_facts"
 #: The mesh rule's unit: the meshes layer of a ``make_instanceable`` output (``pipeline.layer_keys``).
 MESH_UNIT = "meshes"
 #: Layer → the unit holding it under its key without the drive fields (``rules.robot.drive_patch``).
 PATCH_BASES = {"physics": "physics_patch_base", "mujoco": "mujoco_patch_base"}
+
+_PATCH_BASE_UNITS = frozenset(PATCH_BASES.values())
 
 #: Files a unit carries besides its own, by unit: the textures of a robot's materials layer and of the mesh
 #: rule's meshes layer (written by the same authoring pass and named by it), restored with it.
@@ -50,7 +63,7 @@ def reused(unit: str) -> dict[str, bytes] | None:
     scope = _SCOPE.get()
     if scope is None or unit not in scope[1]:
         return None
-    store, keys, files, restored = scope
+    store, keys, files, restored, objects = scope
     artifact = store.get_entry(keys[unit])
     store.record(f"layer:{unit}", hit=artifact is not None)
     own = [] if artifact is None else [name for name in artifact.files if not _companion(unit, name)]
@@ -58,7 +71,52 @@ def reused(unit: str) -> dict[str, bytes] | None:
         return None
     restored.add(unit)
     # Under this output's name: a mesh's meshes layer is the same whatever the output is called.
-    return {(files[unit] if name == own[0] else name): data for name, data in artifact.files.items()}
+    named = {(files[unit] if name == own[0] else name): name for name in artifact.files}
+    if unit not in _PATCH_BASE_UNITS:  # written as they are
+        objects.update((name, (artifact.shas[cached], len(artifact.files[cached]))) for name, cached in named.items())
+    return {name: artifact.files[cached] for name, cached in named.items()}
+
+
+def cached_unit(unit: str) -> Any:
+    """The data the build cache holds under ``unit``'s key (a unit that is no output file, such as the Isaac
+    Lab cfg's facts: ``FACTS_UNIT``), or None. Untrusted: the caller checks its form."""
+    scope = _SCOPE.get()
+    if scope is None or unit not in scope[1]:
+        return None
+    body = scope[0].entry(scope[1][unit])
+    scope[0].record(f"layer:{unit}", hit=body is not None)
+    return None if body is None else body.get("meta")
+
+
+def keyed(unit: str) -> bool:
+    """Whether the enclosing conversion reuses ``unit`` (its key is known): else ``keep_unit`` keeps nothing."""
+    scope = _SCOPE.get()
+    return scope is not None and unit in scope[1]
+
+
+def keep_unit(unit: str, data: Any) -> None:
+    """Store ``data`` (plain JSON data) under ``unit``'s key (a unit that is no output file: ``cached_unit``):
+    in the entry itself, no object written."""
+    if keyed(unit):
+        scope = _SCOPE.get()
+        scope[0].put_entry(scope[1][unit], {}, meta=data, kind=f"layer:{unit}")
+
+
+def written_anew(name: str) -> None:
+    """The output file ``name`` (relative) that a restored unit carries was written by this conversion's
+    authors instead (``restored_objects`` no longer names it: its bytes are read and hashed when stored)."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope[4].pop(name, None)
+
+
+def derived(unit: str) -> None:
+    """``unit`` was made cheaply from cached parts (a layer patched from its patch base, the Isaac Lab cfg
+    from cached facts): ``store_units`` does not store it under its own key, as making it again costs less
+    than storing it (its files are stored with the whole output all the same)."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope[3].add(unit)
 
 
 def not_reused(unit: str) -> None:
@@ -79,12 +137,14 @@ def _companion(unit: str, name: str) -> bool:
     return prefix is not None and name.startswith(prefix)
 
 
-def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written: dict[str, bytes],
+def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written: Mapping[str, bytes],
                 restored: set[str] = frozenset()) -> None:
-    """Keep each unit's files (``written``: relative name → bytes of the whole output) under its key;
-    units in ``restored`` came from there."""
+    """Keep each unit's files (``written``: relative name → bytes of the whole output, read as needed)
+    under its key; units in ``restored`` came from there."""
     for unit, key in keys.items():
-        name = files[unit]
+        name = files.get(unit)  # None: a unit that is no output file (FACTS_UNIT), kept by its author
         if name in written and unit not in restored:
-            own = {other: data for other, data in written.items() if other == name or _companion(unit, other)}
+            names = [other for other in written if other == name or _companion(unit, other)]
+            # A KnownFiles keeps what it knows of each (a file restored as it is need not be read or hashed).
+            own = written.subset(names) if hasattr(written, "subset") else {other: written[other] for other in names}
             store.put_entry(key, own, kind=f"layer:{unit}")

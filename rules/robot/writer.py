@@ -44,8 +44,8 @@ from usdforge.rules.robot.articulation import author_articulations, author_robot
 from usdforge.rules.robot.geometry import Colliders, Shapes
 from usdforge.rules.robot.joints import Joints, joint_paths
 from usdforge.rules.robot.drive_patch import ROLES, Patches, patched_layer
-from usdforge.rules.robot.isaaclab_cfg import hold_saved
-from usdforge.rules.robot.layer_reuse import PATCH_BASES, not_reused, reused
+from usdforge.rules.robot.isaaclab_cfg import hold_saved, note_patched_drives
+from usdforge.rules.robot.layer_reuse import PATCH_BASES, derived, not_reused, reused, written_anew
 from usdforge.rules.robot.layers import RobotLayers, source_name
 from usdforge.rules.robot.materials import Materials
 from usdforge.rules.robot.inertia import placeholder_inertial
@@ -251,6 +251,8 @@ class _RobotWriter:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(data)
                     self.materials.files.append(path)
+                elif other != name:  # written by the shapes author of this conversion
+                    written_anew(other)
         return written + self.materials.files
 
     def _base(self, taken_frames: set[str]) -> None:
@@ -347,7 +349,11 @@ def _patch_drives(restored: dict[str, tuple[str, dict[str, bytes]]], robot: Robo
             if wanted is not None else None
         if patched is not None:
             restored[role] = (name, {name: patched[0]})
-            layers.append(patched[1])
+            derived(role)
+            if role == "physics":
+                note_patched_drives(wanted[0])
+            if patched[1] is not None:  # patched through Sdf: held for the Isaac Lab cfg
+                layers.append(patched[1])
         else:
             not_reused(PATCH_BASES[role])
     return layers
