@@ -545,3 +545,39 @@ def test_collision_from_visuals_collision_type_and_robot_type():
     assert approximations == {"boundingCube"}
     assert every.GetDefaultPrim().GetAttribute("isaac:robotType").Get() == "Manipulator"
     assert physics_errors(every) == []
+
+
+def test_hulls_nothing_reads_are_compiled_smallest_and_the_output_is_the_same(tmp_path, monkeypatch):
+    """MuJoCo computes a collision hull for every mesh; the converter reads none, except through a
+    convex-inertia mesh's inertia and a primitive fitted to a mesh. The compile gets the smallest budget for
+    the others (``load._limit_hulls``), the spec the authors read keeps the model's own, and the output is
+    byte for byte a conversion with every hull in full (geoms.xml: legacy, exact, shell and convex meshes,
+    ``maxhullvert`` -1 and 100)."""
+    import attrs
+
+    from usdforge.rules.mjcf import load
+
+    budgets: list[list[int]] = []
+    compile_ = mujoco.MjSpec.compile
+    monkeypatch.setattr(mujoco.MjSpec, "compile",
+                        lambda spec: budgets.append([m.maxhullvert for m in spec.meshes]) or compile_(spec))
+    cfg = MjcfConverterCfg(asset_path=str(fixture("geoms.xml")))
+
+    def outputs(name: str) -> dict[str, bytes]:
+        MjcfConverter(attrs.evolve(cfg, usd_dir=str(tmp_path / name)), cache=False)
+        return {p.relative_to(tmp_path / name).as_posix(): p.read_bytes() for p in (tmp_path / name).rglob("*")
+                if p.is_file() and p.suffix != ".json" and not p.name.endswith(".usdforge.toml")}
+
+    limited = outputs("limited")
+    own = [m.maxhullvert for m in mujoco.MjSpec.from_file(str(fixture("geoms.xml"))).meshes]
+    convex = [int(m.inertia) == int(mujoco.mjtMeshInertia.mjMESH_INERTIA_CONVEX)
+              for m in mujoco.MjSpec.from_file(str(fixture("geoms.xml"))).meshes]
+    assert budgets[-1] == [b if c else 4 for b, c in zip(own, convex)] and 100 in own and -1 in own
+    monkeypatch.setattr(load, "_limit_hulls", lambda spec: [])
+    full = outputs("full")
+    assert budgets[-1] == own
+    stage = Usd.Stage.Open(str(tmp_path / "limited" / "geoms.usd"))
+    said = {p.GetAttribute("newton:maxHullVertices").Get() for p in stage.Traverse()
+            if p.HasAttribute("newton:maxHullVertices")}
+    assert said == {100, -1}  # the model's own budgets, not the compile's
+    assert limited == full
