@@ -255,3 +255,15 @@ def test_a_full_disk_is_one_line_saying_no_space_left(tmp_path, capsys):
         assert list(small.iterdir()) == []
     finally:
         subprocess.run(["umount", "-l", str(small)], check=True)  # lazy: pxr may still hold a file open
+
+
+def test_an_obj_vertex_line_with_too_few_numbers_is_a_warning_naming_the_file(tmp_path, capsys):
+    # Found by bench/fuzz.py: Assimp refuses the NaN, and trimesh then reads two columns for every vertex,
+    # which the welding indexed past (a traceback).
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "short.obj").write_text("v 0 0 nan\nv 1 0\nv 0 1 0\nv 0 0 1\nf 1 2 3\nf 1 3 4\n")
+    status = main(["convert", str(_urdf_naming(model, "short.obj")), str(tmp_path / "out")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 0 and "Traceback" not in "\n".join(lines)
+    assert any("short.obj: mesh vertices with 2 coordinates instead of 3" in line for line in lines), lines

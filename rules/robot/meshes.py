@@ -116,6 +116,9 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray, sourc
 
         image = decoded_texture(image, source)
     points = np.asarray(mesh.vertices, dtype=float)
+    if points.ndim != 2 or points.shape[1] != 3:  # an OBJ whose "v" lines hold fewer than three numbers
+        raise ConversionError(source, f"mesh vertices with {points.shape[-1] if points.ndim else 0} "
+                                      "coordinates instead of 3 (a vertex line holds too few numbers)")
     faces = np.asarray(mesh.faces, dtype=np.int64)
     normals = None
     if "vertex_normals" in mesh._cache:  # given by the file (else trimesh computes them); its exporters check so
