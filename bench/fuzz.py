@@ -4,7 +4,8 @@
 
 Seeds are the conformance fixtures and the smaller corpus models in ``../shared`` and the conformance
 meshes, and a generated textured OBJ (``generated_seeds``); every other mutated mesh is converted as the
-only mesh of a one-link URDF, so that the robot path's readers are fuzzed as well as the standalone
+only mesh of a one-link URDF (every fourth STL instead as the visual-only mesh of a one-body MJCF, which
+MuJoCo does not compile: ``model_around``), so that the robot path's readers are fuzzed as well as the standalone
 converter's (both Assimp first, trimesh as the fallback). Each input is one seed with one
 or more mutations: byte flips, truncation, an XML element deleted
 or duplicated, a number replaced by nan / inf / -inf / 1e300 / an empty string / a word. The mutated file
@@ -178,12 +179,15 @@ def mutate(data: bytes, rng: random.Random, xml: bool) -> tuple[bytes, list[str]
 
 def generated_seeds(folder: Path) -> list[Path]:
     """Seeds the shared material lacks, written into ``folder``: a triangulated OBJ whose MTL material
-    has its Kd and a diffuse map (a PNG), the textured OBJ that Assimp reads (#26)."""
+    has its Kd and a diffuse map (a PNG), the textured OBJ that Assimp reads (#26), and a binary STL (the
+    shared ones are ASCII), the only kind an MJCF visual-only mesh is read from its file as
+    (``model_around``)."""
     sys.path.insert(0, str(REPO / "tests"))
-    from meshes import textured_obj
+    from meshes import textured_obj, write_mesh
 
     folder.mkdir(parents=True)
-    return [textured_obj(folder)]
+    (folder / "stl").mkdir()
+    return [textured_obj(folder), write_mesh(folder / "stl", "stl")]
 
 
 def workspace(seed: Path, data: bytes, folder: Path) -> Path:
@@ -207,6 +211,20 @@ def robot_around(mesh: Path) -> Path:
 </link></robot>
 ''')
     return urdf
+
+
+def model_around(mesh: Path) -> Path:
+    """A one-body MJCF beside ``mesh`` that shows it as a visual-only geom (contype and conaffinity 0, the
+    body's inertia given): a binary STL there is not compiled by MuJoCo but read from its file by the mesh
+    reader (``rules.mjcf.visual_meshes``, #26)."""
+    model = mesh.parent / "fuzz_model.xml"
+    model.write_text(f'''<mujoco model="fuzz"><asset><mesh name="shown" file="{mesh.name}"/></asset>
+  <worldbody><body name="base"><freejoint/><inertial pos="0 0 0" mass="1" diaginertia="0.1 0.1 0.1"/>
+    <geom type="mesh" mesh="shown" contype="0" conaffinity="0"/><geom type="box" size="0.1 0.1 0.1"/>
+  </body></worldbody>
+</mujoco>
+''')
+    return model
 
 
 # ---- the worker: converts inputs in-process, one JSON line per input ---------------------------------
@@ -520,7 +538,8 @@ def campaign(minutes: float, seed: int, timeout: float, shared: Path, verbose: b
                 if source.suffix.lower() in MESH_EXTENSIONS and index % 2:
                     # Every other mesh input goes through a robot, whose meshes Assimp reads first (in a child
                     # process; trimesh where it refuses or crashes): both readers are fuzzed.
-                    args[0] = str(robot_around(mutated))
+                    visual = source.suffix.lower() == ".stl" and index % 4 == 3
+                    args[0] = str(model_around(mutated) if visual else robot_around(mutated))
                 elif source.suffix == ".dae" and "urdf" in source.parts:
                     args += ["--kind", "mesh"]
                 answer = worker_process.run({"args": args, "out": str(out)}, timeout)
