@@ -205,8 +205,10 @@ class _TextureCheck:
         self._prepared = _prepare([ref.path for ref in textures], background=True)
         self._abandoned = threading.Event()
         self._problems: dict[Path, str | None] = {}
-        self._thread = threading.Thread(target=self._decode, name="usdforge-texture-check", daemon=True)
-        self._thread.start()
+        self._thread = None  # every verdict cached (a rebuild): nothing to decode, no thread to start
+        if self._prepared.to_decode:
+            self._thread = threading.Thread(target=self._decode, name="usdforge-texture-check", daemon=True)
+            self._thread.start()
 
     def _decode(self) -> None:
         try:
@@ -216,7 +218,8 @@ class _TextureCheck:
             self._problems = exc  # type: ignore[assignment]
 
     def join(self) -> None:
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         if isinstance(self._problems, BaseException):
             raise self._problems
         _raise_first_bad(self.textures, _finish(self._prepared, self._problems))

@@ -768,21 +768,32 @@ def test_an_object_shared_by_many_entries_is_claimed_once_per_entry_and_pruned_w
 
 
 def test_claims_where_an_older_usdforge_kept_them_are_found(tmp_path, caplog):
-    """An entry's claims share the folder of its key's first two characters; claims an older usdforge kept in
-    the folder of their own name's first two characters still count (a hit, no warning)."""
+    """An entry is claimed by one file (not one per object), in the folder of its key's first two
+    characters; the claims an older usdforge kept, one per object, in that folder or in the folder of their
+    own name's first two characters, still count (a hit, no warning); a claim of other names does not."""
+    from usdforge.pipeline.cache import _claim_name, _entry_claim_name, sha256_bytes
+
     store = Store(tmp_path / "cache")
     files = {"a.usda": b"one", "b/c.usda": b"two"}
     key = "ab" + "c" * 62
-    store.put_entry(key, files, kind="urdf")
+    shas = store.put_entry(key, files, kind="urdf")
     claims = [p for p in (tmp_path / "cache" / "claims").rglob("*") if p.is_file()]
-    assert len(claims) == 2 and {p.parent.name for p in claims} == {"ab"}
-    for claim in claims:
-        older = claim.parent.parent / claim.name[:2] / claim.name
+    assert [(p.parent.name, p.name) for p in claims] == [("ab", _entry_claim_name(key, shas))]
+    claims[0].unlink()
+    swapped = {"a.usda": shas["b/c.usda"], "b/c.usda": shas["a.usda"]}
+    (claims[0].parent / _entry_claim_name(key, swapped)).touch()  # the same objects under other names
+    with caplog.at_level(logging.WARNING, logger="usdforge"):
+        assert Store(tmp_path / "cache").get_entry(key) is None
+    caplog.clear()
+    for position, (name, sha) in enumerate(sorted(shas.items())):
+        claim = _claim_name(sha, key, name)
+        older = tmp_path / "cache" / "claims" / ("ab" if position else claim[:2]) / claim
         older.parent.mkdir(exist_ok=True)
-        claim.rename(older)
+        older.touch()
     with caplog.at_level(logging.WARNING, logger="usdforge"):
         assert Store(tmp_path / "cache").get_entry(key).files == files
     assert not caplog.records
+    assert sha256_bytes(b"one") == shas["a.usda"]
     for claim in (tmp_path / "cache" / "claims").rglob("*"):
         if claim.is_file():
             claim.unlink()

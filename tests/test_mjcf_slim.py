@@ -222,6 +222,13 @@ def test_a_forged_slim_intermediate_is_rejected(built, compiles):
     for blob in bad:
         with pytest.raises(ValueError):
             slim.decode(blob)
+    # The small float arrays are checked together: the one not finite is still named; a float scalar too.
+    with pytest.raises(ValueError, match="array body_mass not finite"):
+        slim.decode(bytes(nan))
+    scalar = next(name for name, value in header["scalars"].items() if type(value) is float)
+    for value in (float("inf"), float("nan"), -1e31):
+        with pytest.raises(ValueError, match=f"scalar {scalar}"):
+            slim.decode(forged(lambda h: h["scalars"].__setitem__(scalar, value)))
     store.put_entry(built["key"], {"slim.bin": bytes(nan)})
     rebuilt, cold, store = _rebuild(built, "forged", self_collision=True)
     assert rebuilt == cold and compiles and _hits(store, "mjcf-slim") == 0

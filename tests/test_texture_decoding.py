@@ -288,3 +288,36 @@ def test_files_with_the_same_bytes_are_decoded_once(tmp_path, monkeypatch):
     assert sorted(decoded) == sorted([first, other, broken])
     assert problems[first] is None and problems[copy] is None and problems[other] is None
     assert problems[broken] is not None and problems[broken_copy] == problems[broken]
+
+
+def test_overlapped_texture_checks_start_no_thread_when_every_verdict_is_cached(tmp_path, monkeypatch):
+    """A rebuild whose textures all decoded before (their verdicts in the build cache) starts no
+    background thread: nothing is left to decode (a thread's start and join were about 1 ms of
+    skydio_x2's drive edit). A texture not decoded yet still is, in the background."""
+    from usdforge.pipeline.cache import Store
+    from usdforge.pipeline.fingerprint import file_digest
+    from usdforge.rules.robot.meshes import mesh_cache
+
+    good = tmp_path / "good.png"
+    Image.new("RGB", (8, 8)).save(good)
+    other = tmp_path / "other.png"
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(other)
+    refs = [files.Reference(path, "texture", tmp_path / "m.xml", "<texture>", 1) for path in (good, other)]
+    started = []
+    thread = files.threading.Thread
+
+    def counting(*args, **kwargs):
+        started.append(kwargs.get("name"))
+        return thread(*args, **kwargs)
+
+    monkeypatch.setattr(files.threading, "Thread", counting)
+    with mesh_cache(Store(tmp_path / "cache"), file_digest):
+        with files.texture_checks_overlapped():
+            files.check_references(refs[:1], [tmp_path])  # decoded, its verdict stored
+        assert started == ["usdforge-texture-check"]
+        with files.texture_checks_overlapped():
+            files.check_references(refs[:1], [tmp_path])
+        assert started == ["usdforge-texture-check"]
+        with files.texture_checks_overlapped():
+            files.check_references(refs, [tmp_path])
+        assert started == ["usdforge-texture-check"] * 2

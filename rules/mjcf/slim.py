@@ -275,13 +275,17 @@ def _decode(blob: bytes, expected: set[str]) -> Slim:
         raise ValueError("warnings")
     if not isinstance(scalars, dict):
         raise ValueError("scalars")
+    from usdforge.rules.files import MAX_MAGNITUDE
+
     for name, value in scalars.items():
         reference = _reference_value(name) if name in expected else None
+        # A float's bound compared in Python (as ``_finite`` compares in float64: NaN fails both).
         if reference is None or isinstance(reference, np.ndarray) or type(value) is not type(reference) \
-                or (isinstance(value, float) and not _finite(np.asarray([value]))):
+                or (isinstance(value, float) and not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE):
             raise ValueError(f"scalar {name}")
     body = memoryview(blob)[8 + size:]
     arrays: dict[str, np.ndarray] = {}
+    floats: dict[np.dtype, list[np.ndarray]] = {}
     if not isinstance(listed, list):
         raise ValueError("arrays")
     for item in listed:
@@ -307,9 +311,17 @@ def _decode(blob: bytes, expected: set[str]) -> Slim:
         if offset + elements * reference.dtype.itemsize > len(body):
             raise ValueError(f"array {name} out of bounds")
         value = np.frombuffer(body, reference.dtype, elements, offset).reshape(shape).copy()
-        if value.dtype.kind == "f" and not _finite(value):
+        if value.dtype.kind == "f" and value.size > 4096 and not _finite(value):  # a mesh's: not copied again
             raise ValueError(f"array {name} not finite")
+        if value.dtype.kind == "f" and 0 < value.size <= 4096:
+            floats.setdefault(value.dtype, []).append(value.ravel())
         arrays[name] = value
+    # The small float arrays checked at once per type (two reductions, not two per array); the first one
+    # not finite named, as before.
+    for group in floats.values():
+        if not _finite(np.concatenate(group)):
+            raise ValueError(f"array {next(n for n, v in arrays.items() if v.dtype.kind == 'f' and not _finite(v))} "
+                             "not finite")
     missing = expected - {*arrays, *scalars}
     if missing:
         raise ValueError(f"missing {sorted(missing)[:3]}")
