@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from pxr import Sdf
@@ -113,13 +113,11 @@ def patched_layer(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable
             continue
         apis = [name for name in sdf.applied(spec) if api_prefix and name.startswith(api_prefix)]
         present = {attribute.name: attribute for attribute in spec.attributes if patched(attribute.name)}
-        if want is None:
-            if apis or present:
-                return None
-            continue
-        want_apis, attributes = want
-        if apis != want_apis or set(present) != {name for name, *_ in attributes}:
+        if not _fits(want, apis, present):
             return None
+        if want is None:
+            continue
+        _, attributes = want
         for name, type_name, value, uniform in attributes:
             attribute = present[name]
             if attribute.typeName != type_name or (attribute.variability == Sdf.VariabilityUniform) != uniform \
@@ -160,6 +158,15 @@ def _only_values_differ(before: str, after: str, names: set[str]) -> bool:
 
 #: An attribute's value line in usda: ``[uniform] <type> <name> = <value>``.
 _VALUE_LINE = re.compile(r"^\s*(?:uniform\s+)?\S+\s+(\S+)\s+=\s")
+
+
+def _fits(want: Wanted, apis: list[str], present: Collection[str]) -> bool:
+    """Whether a prim holding the API schemas ``apis`` (those the patch sets) and the patched attributes
+    ``present`` holds exactly what ``want`` patches (``want`` None: a prim that must hold none of them)."""
+    if want is None:
+        return not apis and not present
+    want_apis, values = want
+    return apis == want_apis and set(present) == {name for name, *_ in values}
 
 
 def _finite(value: Any) -> bool:
@@ -257,13 +264,11 @@ def patched_text(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[
     for path, want in wanted.items():
         present = attributes.get(path, {})
         apis = [name for name in schemas.get(path, []) if api_prefix and name.startswith(api_prefix)]
-        if want is None:
-            if apis or present:
-                return None
-            continue
-        want_apis, values = want
-        if apis != want_apis or set(present) != {name for name, *_ in values}:
+        if not _fits(want, apis, present):
             return None  # also a prim that is not there (it holds none of them)
+        if want is None:
+            continue
+        _, values = want
         for name, type_name, value, uniform in values:
             if not _finite(value):
                 return None
