@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import string
 import tempfile
 import time
@@ -30,6 +31,10 @@ from usdforge.pipeline.references import referenced_files
 from usdforge.rules.outputs import key_file_name, meshes_layer, resolve_usd_file_name
 from usdforge.schemas import __version__
 from usdforge.schemas.digest import digest_settings
+
+#: A ROS package named in a robot source: ``package://NAME/`` (``package:///`` names none: searched) or a
+#: xacro ``$(find NAME)``.
+_PACKAGE_NAMES = re.compile(rb"package://([^/\"'<>\s]*)|\$\(find(?:-pkg-share)?\s+([^)\s]+)\)")
 
 log = logging.getLogger("usdforge")
 
@@ -257,9 +262,27 @@ class AssetConverterBase:
                 or self.reasons != ["the configuration changed"]:
             return None
         paths = [resolve_name(name, asset.parent, self._packages) for name in previous.references]
-        if any(path is None for path in paths):
+        if any(path is None for path in paths) or self._searches_packages([asset, *paths]):
             return None
         return sorted({str(path) for path in paths})
+
+    def _searches_packages(self, paths: list[Path]) -> bool:
+        """Whether a robot source among ``paths`` (the source, a xacro file it includes) names a ROS package
+        the cfg does not give (``package://NAME``, ``package:///``, ``$(find NAME)``): it is found by a search
+        of the tree (``rules.urdf.paths``: folder names, ``package.xml`` files), which a new or moved
+        ``package.xml`` can redirect without any recorded file changing, so only a scan finds what is read."""
+        for path in paths:
+            if path.suffix.lower() not in (".urdf", ".xacro", ".xml"):
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError:
+                return True
+            for match in _PACKAGE_NAMES.finditer(data):
+                name = match.group(1) if match.group(1) is not None else match.group(2)
+                if name.decode("utf-8", "replace") not in self._packages:
+                    return True
+        return False
 
     def _file_digest(self, path: str | Path) -> str:
         """``file_digest``, once per file per conversion (the lazy check, the key and the mesh cache ask);

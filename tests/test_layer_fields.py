@@ -471,3 +471,36 @@ def test_a_rebuild_for_another_cfg_takes_the_recorded_references(folder, monkeyp
     second = build(self_collision=True)
     assert len(scans) == 1 and second.converted and second.lazy_key.references == first.lazy_key.references
     assert build(self_collision=True, allow_missing_files=not cfg.allow_missing_files).converted and len(scans) == 2
+
+
+def test_a_rebuild_scans_again_when_the_source_names_a_package_found_by_search(tmp_path, monkeypatch):
+    """A package the cfg does not give is found by searching the tree (``rules.urdf.paths``), which a new or
+    moved ``package.xml`` redirects without any recorded file changing: a cfg-only rebuild of such a source
+    scans it again (found by review: the recorded references would key the old file while the new one is
+    read). Given in ``ros_package_paths``, the recorded references are taken."""
+    from usdforge.pipeline import converters
+
+    scans: list[int] = []
+    real = converters.referenced_files
+    monkeypatch.setattr(converters, "referenced_files", lambda *a, **k: (scans.append(1), real(*a, **k))[1])
+    tree = tmp_path / "tree"
+    (tree / ".git").mkdir(parents=True)
+    (tree / "parts" / "meshes").mkdir(parents=True)
+    (tree / "parts" / "package.xml").write_text("<package><name>parts</name></package>")
+    (tree / "parts" / "meshes" / "box.obj").write_text(
+        "v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")
+    source = tree / "robot" / "robot.urdf"
+    source.parent.mkdir()
+    source.write_text('<robot name="r"><link name="a"><visual><geometry><mesh filename="package://parts/meshes/'
+                      'box.obj"/></geometry></visual></link></robot>\n')
+    warnings.simplefilter("ignore")
+
+    def build(name: str, **fields):
+        cfg = cfg_class("urdf")(asset_path=str(source), usd_dir=str(tmp_path / name / "out"), **fields)
+        return converter_for("urdf")(cfg, cache=Store(tmp_path / name / "cache"))
+
+    build("searched")
+    assert build("searched", self_collision=True).converted and len(scans) == 2
+    given = [{"name": "parts", "path": str(tree / "parts")}]
+    build("given", ros_package_paths=given)
+    assert build("given", ros_package_paths=given, self_collision=True).converted and len(scans) == 3
