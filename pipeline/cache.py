@@ -373,6 +373,8 @@ class Store:
 
         ``files`` may be a ``KnownFiles``: a file whose object it knows (bytes this process restored from a
         verified object) and this store holds is then neither read nor hashed again."""
+        if not self.writable:  # switched off (a full disk, a read-only cache): no claim or entry either
+            return None
         objects = {}
         known = getattr(files, "known", None) or {}
         written = 0

@@ -16,7 +16,7 @@ BYTE_SHAPING = {
     "mesh": ("usd-core", "trimesh", "numpy", "pillow", "pycollada", "assimp-py"),
     "urdf": ("usd-core", "trimesh", "numpy", "pillow", "pycollada", "assimp-py", "lxml", "coacd", "xacro",
              "pyyaml"),
-    "mjcf": ("usd-core", "mujoco", "trimesh", "numpy", "pillow", "coacd"),
+    "mjcf": ("usd-core", "mujoco", "trimesh", "numpy", "pillow", "coacd", "assimp-py"),  # assimp: visual meshes
 }
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 #: The pipeline modules that decide what a conversion reads and writes (rules/ and schemas/ count whole).

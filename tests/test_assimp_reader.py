@@ -278,13 +278,18 @@ def test_the_child_message_is_data_not_code():
     again = assimp_read.decode(assimp_read.encode(parts))
     assert [p.name for p in again] == [p.name for p in parts]
     np.testing.assert_array_equal(again[0].faces, parts[0].faces)
+    # A face past the points (the parent indexes the points, normals and UVs by the faces) is garbled too.
+    past = parts[0]._replace(faces=np.where(parts[0].faces == 0, len(parts[0].points), parts[0].faces))
+    with pytest.raises(ValueError, match="do not fit the points"):
+        assimp_read.decode(assimp_read.encode([past]))
 
 
 def test_the_reader_and_its_version_are_in_the_cache_keys():
     from usdforge.pipeline.content_key import BYTE_SHAPING
     from usdforge.rules.robot import meshes
 
-    assert all("assimp-py" in BYTE_SHAPING[kind] for kind in ("mesh", "urdf"))
+    # MJCF too: its visual-only STL meshes are read through Assimp (rules.mjcf.visual_meshes).
+    assert all("assimp-py" in BYTE_SHAPING[kind] for kind in ("mesh", "urdf", "mjcf"))
     assert any(path.name == "assimp_read.py" for path in meshes._READER_CODE)
 
 

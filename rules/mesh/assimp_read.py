@@ -426,7 +426,8 @@ class _ReaderProcess:
         request_read, self.requests = os.pipe()
         self.answers, answer_write = os.pipe()
         try:  # a mesh's arrays in a few large writes rather than many 64 KiB ones, each a switch between the two
-            fcntl.fcntl(answer_write, fcntl.F_SETPIPE_SZ, 1 << 20)
+            if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux only
+                fcntl.fcntl(answer_write, fcntl.F_SETPIPE_SZ, 1 << 20)
         except OSError:
             pass  # above this system's limit for pipes (fs.pipe-max-size): the default size works, more slowly
         self.owner = os.getpid()
@@ -511,7 +512,9 @@ class _ReaderProcess:
 
     def _answer(self, deadline: float) -> list[RawPart] | str:
         header = self._receive(8, deadline)
-        message = None if header is None else self._receive(int.from_bytes(header, "little"), deadline)
+        size = None if header is None else int.from_bytes(header, "little")
+        # A size past what the child may hold is a garbled answer: not a buffer to allocate at once.
+        message = None if size is None or size > CHILD_MEMORY else self._receive(size, deadline)
         if message is None:
             return "crashed"
         try:
@@ -666,6 +669,12 @@ def decode(data: bytes) -> list[RawPart] | str:
             count = int(np.prod(shape))
             wide = np.int64 if field == "faces" else np.float64  # exact: every uint32 and float32 fits
             fields[field] = np.frombuffer(body, np.dtype(dtype), count, offset).reshape(shape).astype(wide)
+        points, faces = fields["points"], fields["faces"]
+        per_vertex = [fields[field] for field in ("normals", "uv", "colors") if field in fields]
+        if points.ndim != 2 or points.shape[1] != 3 or faces.ndim != 2 or faces.shape[1] != 3 or \
+                any(len(values) != len(points) for values in per_vertex) or \
+                (faces.size and int(faces.max()) >= len(points)):
+            raise ValueError("faces or per-vertex arrays that do not fit the points")  # the parent indexes them
         color = item["color"]
         parts.append(RawPart(str(item["name"]), fields["points"], fields["faces"], fields.get("normals"),
                              fields.get("uv"), fields.get("colors"),

@@ -201,10 +201,10 @@ def mujoco_mesh_part(model: mujoco.MjModel, mesh: int) -> MeshPart:
 
 
 def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
-                  library: MeshLibrary, files: MeshLibrary | None = None) -> tuple[Geometry, np.ndarray]:
+                  library: MeshLibrary, files: MeshLibrary) -> tuple[Geometry, np.ndarray]:
     """The Robot geometry of a geom and the (4, 4) pose that places it in its body. Mesh and height-field
     geometry is handed to ``library`` (the shared writer's) under a key path per MuJoCo asset; ``files``
-    reads the files of set-aside meshes (``rules.mjcf.visual_meshes``; None: a library of its own)."""
+    reads the files of set-aside meshes (``rules.mjcf.visual_meshes``)."""
     model = loaded.model
     kind = int(model.geom_type[geom])
     size = np.asarray(model.geom_size[geom], dtype=np.float64)
@@ -240,7 +240,7 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
         mesh = int(model.geom_dataid[geom])
         visual = loaded.visual_meshes.get(model.mesh(mesh).name)
         if visual is not None:  # compiled as a placeholder: the file, read as URDF meshes are
-            return _visual_mesh(loaded, mesh, visual, meshes, library, files or MeshLibrary()), \
+            return _visual_mesh(loaded, mesh, visual, meshes, library, files), \
                 file_pose(pose, model.mesh_pos[mesh], model.mesh_quat[mesh])
         if mesh not in meshes:
             # MuJoCo's own reading of the file (or of the MJCF's vertices): what it simulates, and read
