@@ -491,35 +491,15 @@ class Store:
 
     def _unclaimed(self, key: str, objects: dict[str, str]) -> list[str]:
         """The objects of ``objects`` (file name → sha256) not claimed for entry ``key`` under that name: no
-        regular file for the claim (no link followed), in its folder or where ``_claim_folder`` put it before
-        (``claims/<claim[:2]>``)."""
+        regular file (no link followed) for the entry's claim, nor for each object's claim as an older
+        usdforge kept them (one per object, ``claims/<claim[:2]>/<claim>``)."""
         if not isinstance(key, str) or not all(map(is_sha256, objects.values())) \
                 or not all(isinstance(name, str) for name in objects):
             return list(objects.values())
         claim = _entry_claim_name(key, objects)
         if self._is_regular_in(("claims", _claim_folder(key, claim)), claim):
             return []  # the entry's own claim: every object written for it under its name
-        # Claims an older usdforge kept, one per object: in the key's folder, or in their own name's.
-        missing = []
-        for folder_name, claims in _claims_by_folder(key, objects).items():
-            try:
-                folder = self._open_folder(("claims", folder_name))
-            except OSError:
-                folder = None
-            try:
-                for claim, sha in claims.items():
-                    try:
-                        if folder is not None and stat.S_ISREG(os.stat(claim, dir_fd=folder,
-                                                                        follow_symlinks=False).st_mode):
-                            continue
-                    except OSError:
-                        pass
-                    if folder_name == claim[:2] or not self._is_regular(("claims",), claim):
-                        missing.append(sha)
-            finally:
-                if folder is not None:
-                    os.close(folder)
-        return missing
+        return [sha for name, sha in objects.items() if not self._is_regular(("claims",), _claim_name(sha, key, name))]
 
     def _is_regular(self, parts: tuple[str, ...], name: str) -> bool:
         """Whether ``root/<parts…>/<name[:2]>/name`` is a regular file, no link followed on the way."""
@@ -837,21 +817,12 @@ class Store:
 def _claim_folder(key: str, claim: str) -> str:
     """The folder (under ``claims/``) of the claim ``claim`` of entry ``key``: the key's first two characters,
     so that an entry's claims share one folder (a cache still filling makes one folder per entry stored, not
-    one per file); ``claim[:2]`` for a key that does not start with two hex digits (where every claim was
-    kept before: ``Store._unclaimed`` looks there too)."""
+    one per file); ``claim[:2]`` for a key that does not start with two hex digits (never a folder named by
+    the key's own characters: ``..``)."""
     return key[:2] if _HEX2.fullmatch(key[:2]) else claim[:2]
 
 
 _HEX2 = re.compile(r"[0-9a-f]{2}")
-
-
-def _claims_by_folder(key: str, objects: dict[str, str]) -> dict[str, dict[str, str]]:
-    """{folder: {claim: sha256}} of the claims of entry ``key`` for ``objects`` (file name → sha256)."""
-    folders: dict[str, dict[str, str]] = {}
-    for name, sha in objects.items():
-        claim = _claim_name(sha, key, name)
-        folders.setdefault(_claim_folder(key, claim), {})[claim] = sha
-    return folders
 
 
 def _claim_name(sha: str, key: str, name: str) -> str:

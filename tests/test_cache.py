@@ -769,8 +769,8 @@ def test_an_object_shared_by_many_entries_is_claimed_once_per_entry_and_pruned_w
 
 def test_claims_where_an_older_usdforge_kept_them_are_found(tmp_path, caplog):
     """An entry is claimed by one file (not one per object), in the folder of its key's first two
-    characters; the claims an older usdforge kept, one per object, in that folder or in the folder of their
-    own name's first two characters, still count (a hit, no warning); a claim of other names does not."""
+    characters; the claims an older usdforge kept, one per object in the folder of their own name's first
+    two characters, still count (a hit, no warning); a claim of other names does not."""
     from usdforge.pipeline.cache import _claim_name, _entry_claim_name, sha256_bytes
 
     store = Store(tmp_path / "cache")
@@ -785,11 +785,14 @@ def test_claims_where_an_older_usdforge_kept_them_are_found(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="usdforge"):
         assert Store(tmp_path / "cache").get_entry(key) is None
     caplog.clear()
-    for position, (name, sha) in enumerate(sorted(shas.items())):
-        claim = _claim_name(sha, key, name)
-        older = tmp_path / "cache" / "claims" / ("ab" if position else claim[:2]) / claim
-        older.parent.mkdir(exist_ok=True)
-        older.touch()
+    older = [tmp_path / "cache" / "claims" / claim[:2] / claim
+             for claim in (_claim_name(sha, key, name) for name, sha in sorted(shas.items()))]
+    older[0].parent.mkdir(exist_ok=True)
+    older[0].touch()
+    assert Store(tmp_path / "cache").get_entry(key) is None  # one object of two claimed
+    older[1].parent.mkdir(exist_ok=True)
+    older[1].touch()
+    caplog.clear()
     with caplog.at_level(logging.WARNING, logger="usdforge"):
         assert Store(tmp_path / "cache").get_entry(key).files == files
     assert not caplog.records
