@@ -46,7 +46,7 @@ _MESH_ARRAYS = {"mesh_vert": ("mesh_vertadr", "mesh_vertnum"), "mesh_normal": ("
                 "mesh_texcoord": ("mesh_texcoordadr", "mesh_texcoordnum"),
                 "mesh_face": ("mesh_faceadr", "mesh_facenum"), "mesh_facenormal": ("mesh_faceadr", "mesh_facenum"),
                 "mesh_facetexcoord": ("mesh_faceadr", "mesh_facenum")}
-#: Addresses into the mesh arrays (shifted by a placeholder's smaller arrays: compared as slices).
+#: Addresses into the mesh arrays (shifted by a stand-in's smaller arrays: compared as slices).
 _PER_MESH = ("mesh_vertadr", "mesh_vertnum", "mesh_normaladr", "mesh_normalnum", "mesh_texcoordadr",
              "mesh_texcoordnum", "mesh_faceadr", "mesh_facenum", "mesh_pathadr", "mesh_pos", "mesh_quat")
 

@@ -35,6 +35,7 @@ cache only, no link followed). No pxr here.
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import json
 import logging
@@ -618,10 +619,10 @@ class Store:
                                                 "not written for its key under those names: ignored, the artifact "
                                                 "is rebuilt")
             return None
-        try:  # the entry's modification time is its last use (prune drops the oldest)
+        # The entry's modification time is its last use (prune drops the oldest); in a read-only cache it
+        # cannot be set, and the entry is used all the same.
+        with contextlib.suppress(OSError):
             os.utime(path.name, dir_fd=folder, follow_symlinks=False)
-        except OSError:
-            pass  # a read-only cache: the entry is used all the same
         return body
 
     def get_entry(self, key: str) -> Artifact | None:

@@ -271,9 +271,13 @@ class AssetConverterBase:
         the cfg does not give (``package://NAME``, ``package:///``, ``$(find NAME)``): it is found by a search
         of the tree (``rules.urdf.paths``: folder names, ``package.xml`` files), which a new or moved
         ``package.xml`` can redirect without any recorded file changing, so only a scan finds what is read."""
+        from usdforge.rules.files import regular_file_problem
+
         for path in paths:
             if path.suffix.lower() not in (".urdf", ".xacro", ".xml"):
                 continue
+            if regular_file_problem(path) is not None:  # names from the lazy key: only regular files are read
+                return True
             try:
                 data = path.read_bytes()
             except OSError:

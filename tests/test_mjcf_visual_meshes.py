@@ -1,4 +1,4 @@
-"""Visual-only meshes set aside (``rules.mjcf.visual_meshes``): MuJoCo compiles a placeholder for a mesh that
+"""Visual-only meshes set aside (``rules.mjcf.visual_meshes``): MuJoCo compiles a stand-in for a mesh that
 only visual geoms use, the geoms are authored from the file. What the rule reads of the compiled model is
 MuJoCo's full compile's, the USD triangles are MuJoCo's own in the world, and a cfg-only rebuild over the
 slim intermediate equals a cold conversion."""
@@ -106,7 +106,7 @@ def test_only_meshes_that_decide_nothing_but_their_triangles_are_set_aside(model
     path.write_text(text)
     _, spec, _, visual = checked_spec(path)
     assert set(visual) == aside
-    for mesh in spec.meshes:  # a set-aside mesh is a placeholder MuJoCo compiles without reading a file
+    for mesh in spec.meshes:  # a set-aside mesh is a stand-in MuJoCo compiles without reading a file
         assert (mesh.file == "") == (mesh.name in aside)
 
 

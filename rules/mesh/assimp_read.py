@@ -17,6 +17,7 @@ time or memory limit can also give).
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import functools
 import gc
@@ -425,11 +426,11 @@ class _ReaderProcess:
     def __init__(self) -> None:
         request_read, self.requests = os.pipe()
         self.answers, answer_write = os.pipe()
-        try:  # a mesh's arrays in a few large writes rather than many 64 KiB ones, each a switch between the two
-            if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux only
+        # A mesh's arrays in a few large writes rather than many 64 KiB ones, each a switch between the two
+        # (Linux only). Above this system's limit for pipes (fs.pipe-max-size) the default size works, slower.
+        if hasattr(fcntl, "F_SETPIPE_SZ"):
+            with contextlib.suppress(OSError):
                 fcntl.fcntl(answer_write, fcntl.F_SETPIPE_SZ, 1 << 20)
-        except OSError:
-            pass  # above this system's limit for pipes (fs.pipe-max-size): the default size works, more slowly
         self.owner = os.getpid()
         self.pending: collections.deque[tuple[Path, tuple | None]] = collections.deque()
         self.queue: collections.deque[Path] = collections.deque()

@@ -7,7 +7,7 @@ Geometry is MuJoCo's compiled geometry (``fromto`` resolved, fitted geoms fitted
 - mesh → MuJoCo's compiled mesh (its reading of the file, ``scale`` applied, a mirrored one re-wound,
   in MuJoCo's mesh frame with the compiled geom pose), once per mesh asset however many geoms use it;
   a binary STL that only massless visual geoms use is not compiled (``rules.mjcf.visual_meshes``): its
-  file, read as URDF meshes are, scaled, at the compiled pose with MuJoCo's placeholder frame taken out;
+  file, read as URDF meshes are, scaled, at the compiled pose with MuJoCo's stand-in frame taken out;
 - hfield → a closed triangle mesh of MuJoCo's compiled elevation grid, its walls and base;
 - sdf → its mesh (the one MuJoCo renders, made by the SDF plugin), visual and collider; the plugin and
   its configuration are kept as ``mjcf:sdf:*`` data (``rules.mjcf.lost``), with a warning.
@@ -239,7 +239,7 @@ def geom_geometry(loaded: LoadedModel, geom: int, meshes: dict[int, Geometry],
     if kind in (MESH, SDF):  # an SDF geom is written as its (plugin-made) mesh
         mesh = int(model.geom_dataid[geom])
         visual = loaded.visual_meshes.get(model.mesh(mesh).name)
-        if visual is not None:  # compiled as a placeholder: the file, read as URDF meshes are
+        if visual is not None:  # compiled as a stand-in: the file, read as URDF meshes are
             return _visual_mesh(loaded, mesh, visual, meshes, library, files), \
                 file_pose(pose, model.mesh_pos[mesh], model.mesh_quat[mesh])
         if mesh not in meshes:

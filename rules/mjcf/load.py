@@ -76,7 +76,7 @@ class LoadedModel:
         they are 1×1 placeholders.
     visual_meshes: mesh asset name → file and scale of the meshes only visual-only geoms use, which
         MuJoCo is not asked to compile (``rules.mjcf.visual_meshes``): in the compiled model they are
-        placeholders, and the geoms are authored from the files.
+        stand-ins, and the geoms are authored from the files.
     """
 
     path: Path

@@ -4,14 +4,14 @@ MuJoCo's compile of a mesh (decoding it, its bounding-volume tree, its inertia) 
 conversion of a robot with many visual meshes (unitree_h1: 21 STL meshes, about 20 ms each), and the
 compiled model of a mesh that only a visual geom uses decides nothing the converter reads but that mesh's
 triangles: such a geom collides with nothing and adds no mass. Before the compile, each such mesh asset
-gets a placeholder in the spec (a small tetrahedron given as vertices: MuJoCo compiles it in microseconds),
+gets a stand-in in the spec (a small tetrahedron given as vertices: MuJoCo compiles it in microseconds),
 so every element keeps its id and name; the geoms are authored from the mesh file, read by the reader
 URDF meshes use (``rules.robot.meshes``: Assimp, trimesh as its fallback), with the asset's ``scale``.
 
 Where a mesh goes: MuJoCo moves a compiled mesh's vertices into the mesh's own inertial frame F (stored as
 ``mesh_pos``/``mesh_quat``) and composes F into the pose of every geom using it (compiled pose = source
 pose · F). The file's vertices are not moved, so a geom's file pose is its compiled pose · F⁻¹, with F
-the placeholder's: the world-space triangles are MuJoCo's own (tested against a full compile to 1e-6).
+the stand-in's: the world-space triangles are MuJoCo's own (tested against a full compile to 1e-6).
 
 A mesh asset is set aside only when all of this holds (anything else compiles as before; the choice
 depends on the model's files alone, so it is part of every cache key that hashes them and this code):
@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import mujoco
 import numpy as np
 
-#: The placeholder a set-aside mesh is compiled as (a tetrahedron 1 cm a side, in metres).
+#: The stand-in a set-aside mesh is compiled as (a tetrahedron 1 cm a side, in metres).
 PLACEHOLDER_VERTICES = (0.0, 0.0, 0.0, 0.01, 0.0, 0.0, 0.0, 0.01, 0.0, 0.0, 0.0, 0.01)
 _MESH = int(mujoco.mjtGeom.mjGEOM_MESH)
 _FALSE, _AUTO = int(mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE), int(mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_AUTO)
@@ -134,7 +134,7 @@ def visual_only_meshes(spec: mujoco.MjSpec, model_dir: Path, roots: list[Path],
 
 def set_aside_visual_meshes(spec: mujoco.MjSpec, model_dir: Path, roots: list[Path],
                             attached: bool) -> dict[str, VisualMesh]:
-    """Give each mesh of ``visual_only_meshes`` the placeholder in ``spec`` (file cleared, scale 1; its
+    """Give each mesh of ``visual_only_meshes`` the stand-in in ``spec`` (file cleared, scale 1; its
     inertia mode kept); return them by name."""
     found = visual_only_meshes(spec, model_dir, roots, attached)
     for mesh in spec.meshes:
@@ -147,7 +147,7 @@ def set_aside_visual_meshes(spec: mujoco.MjSpec, model_dir: Path, roots: list[Pa
 
 def file_pose(compiled_pose: np.ndarray, mesh_pos: np.ndarray, mesh_quat: np.ndarray) -> np.ndarray:
     """The (4, 4) pose of a set-aside mesh file's vertices in the geom's body: the geom's compiled pose
-    (4, 4) with the placeholder's frame (``mesh_pos`` (3,) m, ``mesh_quat`` (4,) wxyz) taken back out."""
+    (4, 4) with the stand-in's frame (``mesh_pos`` (3,) m, ``mesh_quat`` (4,) wxyz) taken back out."""
     from usdforge.rules.mjcf.bodies import pose_matrix
 
     pose = compiled_pose @ np.linalg.inv(pose_matrix(mesh_pos, mesh_quat))
