@@ -363,6 +363,31 @@ def test_a_textured_obj_is_read_by_assimp_as_trimesh_reads_it(tmp_path):
     assert read_file(textured_obj(tmp_path, material=""))[1] == "trimesh: texture"
 
 
+def test_a_texture_the_file_does_not_name_is_never_opened_on_the_childs_word(tmp_path, monkeypatch):
+    """The child's answer comes from Assimp reading untrusted bytes: a texture it names that is not one of
+    the file's references (which the conversion checked against the allowed roots) sends the file to
+    trimesh; the parent opens nothing outside."""
+    path = textured_obj(tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}_outside.png"
+    shutil.copy(tmp_path / "grid.png", outside)
+    real = assimp_read.read_assimp
+
+    def naming_outside(file):
+        return [part._replace(texture=outside) for part in real(file)]
+
+    monkeypatch.setattr(assimp_read, "read_assimp", naming_outside)
+    assimp_read.stop_reader()
+    import usdforge.rules.files as files
+
+    opened, real_open = [], files.open_texture
+    monkeypatch.setattr(files, "open_texture", lambda texture: opened.append(texture) or real_open(texture))
+    assert read_in_child(path) == "texture"
+    assert read_file(path)[1] == "trimesh: texture" and outside not in opened
+    monkeypatch.setattr(assimp_read, "read_assimp", real)
+    assimp_read.stop_reader()
+    assert read_file(path)[1] == "assimp"  # the file's own texture: Assimp's parts stand
+
+
 def test_files_asked_for_ahead_give_the_same_answers_in_any_order_and_a_crash_stays_with_its_file(
         tmp_path, monkeypatch):
     """``request_ahead`` pipelines the reading child (it reads the next files while the parent works):

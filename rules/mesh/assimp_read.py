@@ -361,12 +361,26 @@ def read_in_child(path: Path, timeout: float = CHILD_SECONDS) -> list[RawPart] |
                 _drop_reader()
                 raise
             if not reader.dead:
-                return result
+                return _textures_checked(path, result)
             _drop_reader()
             if reader.pending or reader.queue or reader.ready:  # else the next read starts a child
                 _reader().carry(reader)
             if result is not None:  # None: another file, asked for ahead, crashed first; ask again
-                return result
+                return _textures_checked(path, result)
+
+
+def _textures_checked(path: Path, result: list[RawPart] | str) -> list[RawPart] | str:
+    """``result`` when every texture it names is a file ``path`` references (``mesh_references``: the files
+    the conversion's reference check kept inside the allowed roots), else the "texture" fallback: the
+    parent opens no file on the child's word alone (its answer comes from Assimp reading untrusted bytes)."""
+    if isinstance(result, str) or all(part.texture is None for part in result):
+        return result
+    from usdforge.rules.mesh.references import mesh_references
+
+    named = {os.path.normpath(os.path.abspath(reference)) for reference in mesh_references(path)}
+    if all(part.texture is None or os.path.normpath(os.path.abspath(part.texture)) in named for part in result):
+        return result
+    return "texture"
 
 
 def request_ahead(paths: list[Path]) -> None:
