@@ -30,7 +30,7 @@ _MJCF = """<mujoco model="visual">
   <compiler angle="degree" meshdir="meshes"/>
   <asset>
     <mesh name="shell" file="part.stl" scale="2 1 0.5"/>
-    <mesh name="massless" file="part.stl"/>
+    <mesh name="massless" file="part.stl" smoothnormal="true"/>
     <mesh name="hull" file="part.stl"/>
     <mesh name="heavy" file="part.stl"/>
     <mesh name="moved" file="part.stl" refpos="0.1 0 0"/>
@@ -157,6 +157,16 @@ def test_the_compiled_model_is_the_full_compile_and_the_usd_triangles_are_mujoco
             distance = min(np.abs(np.roll(triangle, k, axis=0) - candidate).max()
                            for candidate in ours for k in range(3))
             assert distance < 1e-6 * np.ptp(theirs.reshape(-1, 3), axis=0).max(), (geom, distance)
+        # And each corner's normal is MuJoCo's at that vertex (hard edges: the fallback (0, 0, 1) in the
+        # mesh's frame; smoothnormal: the area-weighted sum).
+        normals = np.asarray(prim.GetAttribute("primvars:normals").Get(), dtype=np.float64)
+        corner_normals = normals[np.asarray(prim.GetAttribute("primvars:normals:indices").Get())] @ world[:3, :3].T
+        facenormal = full.mesh_facenormal[full.mesh_faceadr[mesh]:full.mesh_faceadr[mesh] + full.mesh_facenum[mesh]]
+        compiled = full.mesh_normal[full.mesh_normaladr[mesh]:full.mesh_normaladr[mesh] + full.mesh_normalnum[mesh]]
+        at_vertex = {tuple(np.round(theirs.reshape(-1, 3)[k], 6)): compiled[n] @ place[:3, :3].T
+                     for k, n in enumerate(facenormal.reshape(-1))}
+        for corner, normal in zip(ours.reshape(-1, 3), corner_normals):
+            np.testing.assert_allclose(normal, at_vertex[tuple(np.round(corner, 6))], atol=1e-5, err_msg=geom)
 
 
 def test_a_cfg_only_rebuild_over_the_slim_intermediate_equals_a_cold_conversion(model):
@@ -177,3 +187,37 @@ def test_a_cfg_only_rebuild_over_the_slim_intermediate_equals_a_cold_conversion(
 def _outputs(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file() and not p.name.endswith(".usdforge.toml")}
+
+
+def test_set_aside_normals_are_mujocos_for_hard_and_smooth_edges_at_any_scale():
+    """``mujoco_normals`` against MuJoCo's compile of the same vertices: closed fans of uneven triangles
+    (hard edges at the rim and the tips, so faces are dropped at some vertices and kept at others), with
+    and without ``smoothnormal``, unscaled and non-uniformly scaled."""
+    from usdforge.rules.mjcf.visual_meshes import mujoco_normals
+
+    rng = np.random.default_rng(7)
+    for trial in range(40):
+        n = int(rng.integers(4, 9))
+        angles = np.sort(rng.uniform(0.0, 2.0 * np.pi, n))
+        radii = rng.uniform(0.5, 1.5, n)
+        ring = np.c_[radii * np.cos(angles), radii * np.sin(angles), rng.uniform(-0.3, 0.3, n)]
+        points = np.vstack([[0.0, 0.0, rng.uniform(0.1, 1.0)], ring, [0.0, 0.0, -rng.uniform(0.1, 1.0)]])
+        points = points.astype(np.float32).astype(np.float64)  # what MuJoCo keeps of them
+        faces = np.array([(0, i + 1, (i + 1) % n + 1) for i in range(n)]
+                         + [(n + 1, (i + 1) % n + 1, i + 1) for i in range(n)])
+        scale = np.round(rng.uniform(0.2, 3.0, 3), 3) if trial % 2 else np.ones(3)
+        smooth = trial % 4 >= 2
+
+        def text(values) -> str:
+            return " ".join(f"{float(v):.9g}" for v in np.ravel(values))
+
+        model = mujoco.MjModel.from_xml_string(
+            f'<mujoco><asset><mesh name="m" scale="{text(scale)}" smoothnormal="{str(smooth).lower()}" '
+            f'vertex="{text(points)}" face="{text(faces.astype(float))}"/></asset><worldbody>'
+            '<geom type="mesh" mesh="m" contype="0" conaffinity="0"/></worldbody></mujoco>')
+        assert np.array_equal(model.mesh_face, faces)  # MuJoCo kept the vertices in order
+        frame = pose_matrix(model.mesh_pos[0], model.mesh_quat[0])[:3, :3]  # its normals are in the mesh frame
+        theirs = np.zeros_like(points)
+        theirs[model.mesh_face.reshape(-1)] = (model.mesh_normal @ frame.T)[model.mesh_facenormal.reshape(-1)]
+        ours = mujoco_normals(points * scale, faces, smooth, tuple(scale))
+        np.testing.assert_allclose(ours, theirs, atol=1e-5, err_msg=f"trial {trial}")

@@ -7,7 +7,8 @@ Geometry is MuJoCo's compiled geometry (``fromto`` resolved, fitted geoms fitted
 - mesh → MuJoCo's compiled mesh (its reading of the file, ``scale`` applied, a mirrored one re-wound,
   in MuJoCo's mesh frame with the compiled geom pose), once per mesh asset however many geoms use it;
   a binary STL that only massless visual geoms use is not compiled (``rules.mjcf.visual_meshes``): its
-  file, read as URDF meshes are, scaled, at the compiled pose with MuJoCo's stand-in frame taken out;
+  file, read as URDF meshes are, scaled, with the normals MuJoCo would give it, at the compiled pose with
+  MuJoCo's stand-in frame taken out;
 - hfield → a closed triangle mesh of MuJoCo's compiled elevation grid, its walls and base;
 - sdf → its mesh (the one MuJoCo renders, made by the SDF plugin), visual and collider; the plugin and
   its configuration are kept as ``mjcf:sdf:*`` data (``rules.mjcf.lost``), with a warning.
@@ -30,7 +31,7 @@ import numpy as np
 
 from usdforge.rules.mjcf.bodies import BodyMap, massless_inertial, pose_matrix
 from usdforge.rules.mjcf.load import LoadedModel, model_path
-from usdforge.rules.mjcf.visual_meshes import VisualMesh, file_pose
+from usdforge.rules.mjcf.visual_meshes import VisualMesh, file_pose, mujoco_normals
 from usdforge.rules.robot.meshes import MeshLibrary, MeshPart
 from usdforge.rules.robot.model import Geometry, Link, Material, Robot, Shape
 from usdforge.rules.usd.stage import unique, usd_identifier
@@ -269,13 +270,18 @@ def _visual_mesh(loaded: LoadedModel, mesh: int, visual: VisualMesh, meshes: dic
     if mesh not in meshes:
         part_name = mesh_part_name(loaded.model, mesh)
         key = visual.file.parent / f"{usd_identifier(part_name)}{visual.file.suffix}"
-        shell = int(loaded.spec.meshes[mesh].inertia) == int(mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL)
+        asset = loaded.spec.meshes[mesh]
+        shell = int(asset.inertia) == int(mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL)
+        smooth = bool(asset.smoothnormal)
 
         def parts(file: Path = visual.file, scale: tuple = visual.scale, shell: bool = shell) -> list[MeshPart]:
             # A binary STL is one part (``rules.robot.meshes.read_file``); read only when the shapes are
-            # authored, so a rebuild that restores them reads nothing.
+            # authored, so a rebuild that restores them reads nothing. Its normals are those MuJoCo's
+            # compile would give it, indexed by the corners as ``mujoco_mesh_part``'s are.
             return [part._replace(name=part_name if index == 0 else f"{part_name}_{index}",
-                                  mass_model="shell" if shell else part.mass_model)
+                                  mass_model="shell" if shell else part.mass_model,
+                                  normals=mujoco_normals(part.points, part.faces, smooth, scale),
+                                  normal_indices=part.faces.reshape(-1))
                     for index, part in enumerate(files.parts(file, scale))]
 
         library.provide_lazy(key, [part_name], parts)
