@@ -194,6 +194,7 @@ def mujoco_normals(points: np.ndarray, faces: np.ndarray, smooth: bool,
     result[flat] = (0.0, 0.0, 1.0)
     if scaled:
         result /= scale_array
+        result /= np.abs(result).max(axis=1)[:, None]  # no overflow below for a scale of 1e-200
         result /= np.linalg.norm(result, axis=1)[:, None]
     return result.astype(np.float32)
 
