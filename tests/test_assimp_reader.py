@@ -19,6 +19,7 @@ import pytest
 from meshes import textured_obj, write_mesh
 
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.files import open_texture
 from usdforge.rules.mesh import assimp_read
 from usdforge.rules.mesh.assimp_read import FALLBACK_CLASSES, read_in_child
 from usdforge.rules.robot.meshes import MeshLibrary, read_file
@@ -72,10 +73,12 @@ def assert_same_parts(path: Path, ours: list, theirs: list) -> None:
         assert (a.color is None) == (b.color is None), f"{where}: material colour"
         if a.color is not None:  # trimesh rounds some formats' colours to 1/255
             np.testing.assert_allclose(a.color, b.color, atol=0.5 / 255 + 1e-6, err_msg=f"{where}: colour")
-        assert a.texture is None and b.texture is None, where
-        assert (a.image is None) == (b.image is None), f"{where}: texture image"
-        if a.image is not None:  # the same file decoded alike: the output keeps the decoded image
-            assert (a.image.mode, a.image.size, a.image.tobytes()) == (b.image.mode, b.image.size, b.image.tobytes()), where
+        assert b.texture is None, where  # trimesh's parts hold their textures decoded
+        # Assimp's names a PNG or JPEG file (copied as it is into the output), else holds it decoded.
+        mine = open_texture(a.texture) if a.texture is not None else a.image
+        assert (mine is None) == (b.image is None), f"{where}: texture image"
+        if mine is not None:  # the same file: the same pixels
+            assert (mine.mode, mine.size, mine.tobytes()) == (b.image.mode, b.image.size, b.image.tobytes()), where
 
 
 def test_assimp_reads_what_trimesh_reads_or_falls_back_for_a_named_reason(shared_dir):
@@ -357,10 +360,50 @@ def test_a_textured_obj_is_read_by_assimp_as_trimesh_reads_it(tmp_path):
     path = textured_obj(tmp_path)
     ours, used = read_file(path)
     assert used == "assimp"
-    assert ours[0].image is not None and ours[0].uv is not None
+    assert ours[0].texture == tmp_path / "grid.png" and ours[0].image is None and ours[0].uv is not None
     assert_same_parts(path, ours, read_file(path, "trimesh")[0])
     assimp_read.stop_reader()
     assert read_file(textured_obj(tmp_path, material=""))[1] == "trimesh: texture"
+
+
+def test_a_png_texture_is_copied_as_it_is_and_another_format_is_decoded(tmp_path):
+    """Assimp's part names a PNG (or JPEG) texture file, which the writer copies byte for byte (no decode,
+    no PNG encode: r2d2's largest cost); a BMP, or a file whose bytes are not the format its suffix says,
+    is decoded and written as PNG, as trimesh's in-memory images are."""
+    from PIL import Image
+
+    from usdforge.rules.robot.materials import Materials
+
+    path = textured_obj(tmp_path)
+    png = (tmp_path / "grid.png").read_bytes()
+    part = read_file(path)[0][0]
+    assert part.texture == tmp_path / "grid.png" and part.image is None
+
+    class Layers:  # what Materials asks of the layers for a texture file
+        root = None
+
+        def asset_path(self, role, file):
+            return f"./{file.name}"
+
+        def layer(self, role):
+            from pxr import Sdf
+
+            return Sdf.Layer.CreateAnonymous("m.usda")
+
+    out = tmp_path / "out"
+    materials = Materials(Layers(), out)
+    materials.material(part.color, part.texture, part.image, "painted")
+    assert [f.read_bytes() for f in materials.files] == [png]  # the file's own bytes
+    Image.new("RGB", (8, 4), (30, 120, 220)).save(tmp_path / "grid.bmp")
+    (tmp_path / "part.mtl").write_text("newmtl painted\nKd 0.8 0.5 0.2\nd 1.0\nmap_Kd grid.bmp\n")
+    assimp_read.stop_reader()
+    part = read_file(path)[0][0]
+    assert part.texture is None and part.image is not None and part.image.size == (8, 4)
+    (tmp_path / "grid.bmp").rename(tmp_path / "fake.png")  # a BMP named .png
+    (tmp_path / "part.mtl").write_text("newmtl painted\nKd 0.8 0.5 0.2\nd 1.0\nmap_Kd fake.png\n")
+    assimp_read.stop_reader()
+    part = read_file(path)[0][0]
+    assert part.texture is None and part.image is not None
 
 
 def test_a_texture_the_file_does_not_name_is_never_opened_on_the_childs_word(tmp_path, monkeypatch):

@@ -227,7 +227,8 @@ def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _from_assimp(name: str, raw: Any) -> MeshPart:
     """A part as ``rules.mesh.assimp_read`` reads it, made as ``_from_trimesh`` makes trimesh's: normals
-    and UVs face-varying, welded to one point per position unless it has per-vertex colours."""
+    and UVs face-varying, welded to one point per position unless it has per-vertex colours. A PNG or JPEG
+    texture stays a file (``_copied_as_is``), where trimesh's part holds the same pixels decoded."""
     points, faces = raw.points, raw.faces
     normals = None if raw.normals is None else raw.normals[faces].reshape(-1, 3)
     uv = None if raw.uv is None else raw.uv[faces].reshape(-1, 2)
@@ -235,13 +236,37 @@ def _from_assimp(name: str, raw: Any) -> MeshPart:
     if colors is None:
         unique, inverse = _weld(points)
         points, faces = points[unique], inverse[faces]
-    image = None
-    if raw.texture is not None:  # decoded as trimesh decodes it (the output keeps the decoded image)
+    texture, image = None, None
+    if raw.texture is not None and _copied_as_is(Path(raw.texture)):
+        texture = Path(raw.texture)
+    elif raw.texture is not None:  # another format: decoded as trimesh decodes it, written as PNG
         from usdforge.rules.files import open_texture
 
         image = open_texture(raw.texture)
-    part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=raw.color, image=image)
+    part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=raw.color, texture=texture,
+                    image=image)
     return _bake(part, raw.transform)
+
+
+#: Texture files a part names rather than holds decoded: the first bytes each format starts with, by suffix.
+_AS_IS = {".png": b"\x89PNG\r\n\x1a\n", ".jpg": b"\xff\xd8\xff", ".jpeg": b"\xff\xd8\xff"}
+
+
+def _copied_as_is(texture: Path) -> bool:
+    """Whether an Assimp part names its texture file (copied into the output byte for byte) rather than
+    holding it decoded (re-encoded as PNG, as trimesh's in-memory images are): a PNG or JPEG whose bytes
+    begin as its suffix says, the formats every USD renderer reads by that suffix. Whether the file decodes
+    is the conversion's reference check (``rules.files.check_references`` decodes each file a mesh
+    references, ``mesh_references``; the child names no other, ``assimp_read._textures_checked``): decoding
+    it here too, and encoding it again, was r2d2's largest cost (20 of 45 ms)."""
+    magic = _AS_IS.get(texture.suffix.lower())
+    if magic is None:
+        return False
+    try:
+        with open(texture, "rb") as stream:
+            return stream.read(len(magic)) == magic
+    except OSError:
+        return False
 
 
 def read_file(path: Path, reader: str = "auto") -> tuple[list[MeshPart], str]:
@@ -430,7 +455,9 @@ class MeshLibrary:
             except (KeyError, ValueError, OSError):
                 pass  # an artifact of another layout: read the file
         parts = self._read_file(path)
-        if all(part.image is None for part in parts):  # in-memory textures are not stored
+        # Textures are not stored: in-memory ones have no file, and a texture file named by an entry (untrusted)
+        # would be copied into the output without the reference check.
+        if all(part.image is None and part.texture is None for part in parts):
             store.put_entry(key, {_PARTS_FILE: parts_to_bytes(parts, path.parent)},
                             {"parts": [part.name for part in parts]}, kind="mesh-geometry")
         return parts
