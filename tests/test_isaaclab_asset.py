@@ -280,3 +280,19 @@ def test_the_cfg_rendered_from_the_layers_held_open_is_the_one_the_files_give(tm
         assert "pos=(0.5, 0.0, 1.0)" in text, text
     hits = sum(v["hits"] for k, v in Store(cache).stats()["last_build"].items() if k.startswith("layer:"))
     assert hits > 0, "no layer came from the build cache: the restored case went untested"
+
+
+def test_the_cfg_stage_leaves_out_the_shapes_layers(tmp_path):
+    """The stage the cfg is read from holds the layers its facts come from, not the shapes' instances,
+    materials and geometry (the interface names them "./payloads/...": compared as written, none was ever
+    left out, and every visual and collider prim was composed for nothing)."""
+    from usdforge.rules.robot.isaaclab_cfg import _facts_stage
+
+    source = tmp_path / "arm.xml"
+    source.write_text("""<mujoco><worldbody><body name="base"><freejoint/><geom type="box" size=".1 .1 .1"/>
+      <body name="tip" pos="0 0 .3"><joint name="j"/><geom type="sphere" size=".05"/></body>
+    </body></worldbody></mujoco>""")
+    main = Path(MjcfConverter(MjcfConverterCfg(asset_path=str(source), usd_dir=str(tmp_path / "out"))).usd_path)
+    stage = _facts_stage(main)  # held: its anonymous root layer lives as long as the stage
+    read = {Path(layer.realPath).name for layer in stage.GetLayerStack(False) if layer.realPath}
+    assert read == {"physX.usda", "newton.usda", "mujoco.usda", "physics.usda", "base.usda"}, read
