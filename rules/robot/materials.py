@@ -31,6 +31,7 @@ class Materials:
         self._texture_files: dict[str, Path] = {}
         self._source_textures: dict[Path, tuple[Path, str]] = {}
         self._texture_names: set[str] = set()
+        self._folders: set[Path] = set()
 
     def material(self, color: tuple | None, texture: Path | None = None, image: Any = None,
                   hint: str = "material") -> str:
@@ -63,7 +64,7 @@ class Materials:
         if texture not in self._source_textures:
             stem = unique(texture.stem, self._texture_names)
             copy = self.out_dir / "textures" / f"{stem}{texture.suffix.lower()}"
-            copy.parent.mkdir(parents=True, exist_ok=True)
+            self._folder(copy.parent)
             shutil.copyfile(texture, copy)  # in the kernel: textures are megabytes, read by nothing here
             self.files.append(copy)
             self._source_textures[texture] = (copy, f"file:{texture}")
@@ -74,11 +75,17 @@ class Materials:
         if digest not in self._texture_files:
             path = self.out_dir / "textures" / file_name
             self._texture_names.add(Path(file_name).stem)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self._folder(path.parent)
             path.write_bytes(data)
             self.files.append(path)
             self._texture_files[digest] = path
         return self._texture_files[digest]
+
+    def _folder(self, folder: Path) -> None:
+        """Make ``folder`` once (a mkdir that finds it there costs as much as one that makes it)."""
+        if folder not in self._folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._folders.add(folder)
 
     def look(self, material: Material) -> Sdf.Path:
         """``/<robot>/Looks/<name>`` for a source material (defined once, referencing /Materials)."""

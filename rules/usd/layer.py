@@ -74,15 +74,15 @@ def relationship(spec: Sdf.PrimSpec, name: str, targets: Iterable[Sdf.Path | str
                  custom: bool = False) -> Sdf.RelationshipSpec:
     """The relationship ``name`` on ``spec`` with exactly ``targets`` (an explicit list, even when empty)."""
     rel = spec.relationships.get(name) or Sdf.RelationshipSpec(spec, name, custom)
-    rel.targetPathList.ClearEditsAndMakeExplicit()  # an empty list is still an opinion: "no targets"
-    rel.targetPathList.explicitItems = [Sdf.Path(t) for t in targets]
+    paths = rel.targetPathList  # one proxy (each is made anew)
+    paths.ClearEditsAndMakeExplicit()  # an empty list is still an opinion: "no targets"
+    paths.explicitItems = [Sdf.Path(t) for t in targets]
     return rel
 
 
 def apply_schemas(spec: Sdf.PrimSpec, *names: str) -> None:
     """Add API schemas to the spec's ``apiSchemas`` (prepended, each once, in order)."""
-    current = spec.GetInfo("apiSchemas") if spec.HasInfo("apiSchemas") else Sdf.TokenListOp()
-    items = list(current.prependedItems)
+    items = list(spec.GetInfo("apiSchemas").prependedItems) if spec.HasInfo("apiSchemas") else []
     items += [name for name in names if name not in items]
     spec.SetInfo("apiSchemas", Sdf.TokenListOp.Create(prependedItems=items))
 

@@ -284,6 +284,11 @@ def bind_material(prim: Usd.Prim, material: UsdShade.Material) -> None:
 
 def relative_asset_path(target: Path, layer_dir: Path) -> str:
     """``target`` relative to the folder of the layer that references it, ``./``-prefixed, POSIX slashes."""
+    target, layer_dir = Path(target), Path(layer_dir)
+    if target.is_absolute() and layer_dir.is_absolute() and ".." not in target.parts and \
+            target.parts[:len(layer_dir.parts)] == layer_dir.parts and len(target.parts) > len(layer_dir.parts):
+        # Inside the folder (a robot's layers and textures): what relpath gives, without its two abspath calls.
+        return "./" + "/".join(target.parts[len(layer_dir.parts):])
     relative = Path(os.path.relpath(target, layer_dir)).as_posix()
     return relative if relative.startswith("../") else f"./{relative}"
 
