@@ -388,6 +388,17 @@ def _pillow():
     return Image
 
 
+def check_texture(path: Path) -> None:
+    """ConversionError naming ``path`` unless it decodes as an image within ``MAX_TEXTURE_PIXELS``: the check
+    ``check_references`` gives a model's ``<texture>`` files (a PNG's pixel data inflated and checked by
+    ``rules.png_pixels``; a verdict the build cache holds for these bytes is reused), for a texture a mesh
+    file names that is copied into the output as it is rather than decoded (``rules.robot.meshes``)."""
+    path = Path(path)
+    problem = _image_problems([path])[path]
+    if problem is not None:
+        raise ConversionError(path, f"texture is not an image ({problem})")
+
+
 def open_texture(path: Path):
     """``PIL.Image.open(path)`` within the texture pixel limit, decoded (``decoded_texture``)."""
     return decoded_texture(_pillow().open(path), path)

@@ -367,9 +367,10 @@ def test_a_textured_obj_is_read_by_assimp_as_trimesh_reads_it(tmp_path):
 
 
 def test_a_png_texture_is_copied_as_it_is_and_another_format_is_decoded(tmp_path):
-    """Assimp's part names a PNG (or JPEG) texture file, which the writer copies byte for byte (no decode,
-    no PNG encode: r2d2's largest cost); a BMP, or a file whose bytes are not the format its suffix says,
-    is decoded and written as PNG, as trimesh's in-memory images are."""
+    """Assimp's part names a PNG (or JPEG) texture file, checked as an image and copied by the writer byte
+    for byte (no Pillow decode, no PNG encode: r2d2's largest cost); a broken one is refused as before; a
+    BMP, or a file whose bytes are not the format its suffix says, is decoded and written as PNG, as
+    trimesh's in-memory images are."""
     from PIL import Image
 
     from usdforge.rules.robot.materials import Materials
@@ -394,6 +395,10 @@ def test_a_png_texture_is_copied_as_it_is_and_another_format_is_decoded(tmp_path
     materials = Materials(Layers(), out)
     materials.material(part.color, part.texture, part.image, "painted")
     assert [f.read_bytes() for f in materials.files] == [png]  # the file's own bytes
+    (tmp_path / "grid.png").write_bytes(png[:8] + b"not an image" * 8)  # a PNG's signature only: checked
+    assimp_read.stop_reader()
+    with pytest.raises(ConversionError, match="texture is not an image"):
+        read_file(path)
     Image.new("RGB", (8, 4), (30, 120, 220)).save(tmp_path / "grid.bmp")
     (tmp_path / "part.mtl").write_text("newmtl painted\nKd 0.8 0.5 0.2\nd 1.0\nmap_Kd grid.bmp\n")
     assimp_read.stop_reader()

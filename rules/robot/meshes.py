@@ -238,6 +238,9 @@ def _from_assimp(name: str, raw: Any) -> MeshPart:
         points, faces = points[unique], inverse[faces]
     texture, image = None, None
     if raw.texture is not None and _copied_as_is(Path(raw.texture)):
+        from usdforge.rules.files import check_texture
+
+        check_texture(raw.texture)
         texture = Path(raw.texture)
     elif raw.texture is not None:  # another format: decoded as trimesh decodes it, written as PNG
         from usdforge.rules.files import open_texture
@@ -255,10 +258,11 @@ _AS_IS = {".png": b"\x89PNG\r\n\x1a\n", ".jpg": b"\xff\xd8\xff", ".jpeg": b"\xff
 def _copied_as_is(texture: Path) -> bool:
     """Whether an Assimp part names its texture file (copied into the output byte for byte) rather than
     holding it decoded (re-encoded as PNG, as trimesh's in-memory images are): a PNG or JPEG whose bytes
-    begin as its suffix says, the formats every USD renderer reads by that suffix. Whether the file decodes
-    is the conversion's reference check (``rules.files.check_references`` decodes each file a mesh
-    references, ``mesh_references``; the child names no other, ``assimp_read._textures_checked``): decoding
-    it here too, and encoding it again, was r2d2's largest cost (20 of 45 ms)."""
+    begin as its suffix says, the formats every USD renderer reads by that suffix. Such a file is checked
+    as a model's ``<texture>`` files are (``rules.files.check_texture``: a PNG's pixel data inflated and
+    checked, without Pillow's full decode) instead of decoded by Pillow and encoded again as PNG, which
+    was r2d2's largest cost (20 of 45 ms). The child names only files the mesh references, inside the
+    allowed roots (``assimp_read._textures_checked``)."""
     magic = _AS_IS.get(texture.suffix.lower())
     if magic is None:
         return False
