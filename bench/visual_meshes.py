@@ -12,7 +12,9 @@ with its visual-only meshes set aside (``rules.mjcf.load.checked_spec``):
   the compiled pose of the geoms using them;
 - every geom on a set-aside mesh: its world-space triangles from the file (``rules.robot.meshes`` reader,
   the asset's scale, ``file_pose``) equal the full compile's (MuJoCo's re-centred float32 vertices in the
-  compiled geom pose) as sets of oriented triangles, within 1e-6 of the mesh's size.
+  compiled geom pose) as sets of oriented triangles, within 1e-6 of the mesh's size;
+- every set-aside mesh: the normals the converter gives its file's vertices (``mujoco_normals``) equal the
+  full compile's at the same vertex, within 1e-5.
 
 ``--time N``: also the median CPU time of N compiles each way per model with meshes set aside.
 Exits 1 on any difference.
@@ -38,7 +40,7 @@ from usdforge.rules.mjcf.bodies import pose_matrix  # noqa: E402
 from usdforge.rules.mjcf.load import (checked_spec, compile_repaired, model_path, parse_spec,  # noqa: E402
                                       set_aside_file_textures)
 from usdforge.rules.mjcf.slim import FIELDS  # noqa: E402
-from usdforge.rules.mjcf.visual_meshes import file_pose  # noqa: E402
+from usdforge.rules.mjcf.visual_meshes import file_pose, mujoco_normals  # noqa: E402
 from usdforge.rules.robot.meshes import MeshLibrary  # noqa: E402
 
 #: Arrays indexed by mesh (sliced per mesh below) and the geom poses (compared in world space).
@@ -153,8 +155,32 @@ def compare(path: Path) -> list[str]:
         if distance > 1e-6 * size:
             problems.append(f"geom {g}: triangles differ by {distance / size:.2e} of the mesh's size")
         worst = max(worst, distance / size)
+    normal_worst = 0.0
+    for name in new.visual_meshes:  # each set-aside mesh's normals against the full compile's, vertex by vertex
+        m = names[name]
+        visual = new.visual_meshes[name]
+        part = library.parts(visual.file, visual.scale)[0]
+        normals = mujoco_normals(part.points, part.faces, bool(new.spec.meshes[m].smoothnormal), visual.scale)
+        frame = pose_matrix(fm.mesh_pos[m], fm.mesh_quat[m])  # the compiled arrays are in the mesh's frame
+        verts = _world(fm.mesh_vert[fm.mesh_vertadr[m]:fm.mesh_vertadr[m] + fm.mesh_vertnum[m]].astype(np.float64), frame)
+        faces = fm.mesh_face[fm.mesh_faceadr[m]:fm.mesh_faceadr[m] + fm.mesh_facenum[m]].reshape(-1)
+        corner_normal = fm.mesh_facenormal[fm.mesh_faceadr[m]:fm.mesh_faceadr[m] + fm.mesh_facenum[m]].reshape(-1)
+        compiled = fm.mesh_normal[fm.mesh_normaladr[m]:fm.mesh_normaladr[m] + fm.mesh_normalnum[m]] @ frame[:3, :3].T
+        at_vertex = np.zeros((len(verts), 3))
+        at_vertex[faces] = compiled[corner_normal]
+        from scipy.spatial import cKDTree
+
+        distance, nearest = cKDTree(verts).query(part.points)
+        if len(part.points) != len(verts) or distance.max() > 1e-6 * (float(np.ptp(verts, axis=0).max()) or 1.0):
+            problems.append(f"mesh {name}: its file's vertices are not the compiled ones")
+            continue
+        error = float(np.abs(normals - at_vertex[nearest]).max())
+        if error > 1e-5:
+            problems.append(f"mesh {name}: normals differ by {error:.2e}")
+        normal_worst = max(normal_worst, error)
     if aside_geoms:
-        print(f"  {len(aside_geoms)} geoms: largest triangle distance {worst:.2e} of the mesh's size")
+        print(f"  {len(aside_geoms)} geoms: largest triangle distance {worst:.2e} of the mesh's size; "
+              f"largest normal difference {normal_worst:.2e}")
     return problems
 
 
