@@ -324,10 +324,12 @@ def test_an_author_reading_an_undeclared_field_raises(kind, unit, field, folder,
 
 
 def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch):
-    """After a PhysX-only edit of the MJCF fixture (sites, actuators, an equality, a keyframe), physics and
-    physx are re-authored and the other layers restored: no author, MJCF's own steps included, writes
-    anything into a restored layer's stand-in (it holds the robot's root prim only), so a cfg edit pays
-    for the layers it changes only. The rebuild equals a cold conversion."""
+    """After a PhysX-only edit of the MJCF fixture (sites, actuators, an equality, a keyframe), every layer
+    is restored, physics and physx patched from their bases without ``self_collision``
+    (``rules.mjcf.self_collision``); after a ``link_density`` edit, physics and mujoco are re-authored and the
+    others restored. No author, MJCF's own steps included, writes anything into a restored layer's stand-in
+    (it holds the robot's root prim only), so a cfg edit pays for the layers it changes only. Each rebuild
+    equals a cold conversion."""
     from pxr import Sdf
 
     from usdforge.rules.robot.layers import RobotLayers
@@ -345,15 +347,25 @@ def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch):
     warnings.simplefilter("ignore")
     converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
     assert stand_ins == {}
-    edited = attrs.evolve(cfg, self_collision=True)
-    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
-    assert set(stand_ins) == {"base", "instances", "geometry", "materials", "newton", "mujoco"}
-    for role, layer in stand_ins.items():
-        paths: list[Sdf.Path] = []
-        layer.Traverse(Sdf.Path.absoluteRootPath, paths.append)
-        assert [p for p in paths if p.pathString.count("/") > 1 or p.IsPropertyPath()] == [], role
-    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
-    assert units(work / "out") == units(work / "cold")
+    layers = {"base", "instances", "geometry", "materials", "physics", "physx", "newton", "mujoco"}
+    for edit, fields, authored in (("self_collision", {"self_collision": True}, set()),
+                                   ("link_density", {"self_collision": True, "link_density": 2000.0},
+                                    {"physics", "mujoco"})):
+        stand_ins.clear()
+        edited = attrs.evolve(cfg, **fields)
+        converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+        assert set(stand_ins) == layers - authored, edit
+        for role, layer in stand_ins.items():
+            paths: list[Sdf.Path] = []
+            layer.Traverse(Sdf.Path.absoluteRootPath, paths.append)
+            # The writer gives MJCF's steps the colliders' prims (where the contacts would go) in a restored
+            # physics layer's stand-in: nothing else.
+            colliders = {p for p in paths if "/collisions" in p.pathString} if role == "physics" else set()
+            colliders |= {p.GetParentPath() for p in colliders if p.name == "collisions"}
+            written = [p for p in paths if (p.pathString.count("/") > 1 or p.IsPropertyPath()) and p not in colliders]
+            assert written == [], (edit, role, [str(p) for p in written])
+        converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / f"cold-{edit}")), cache=False)
+        assert units(work / "out") == units(work / f"cold-{edit}"), edit
 
 
 def test_docs_show_the_generated_map():

@@ -35,6 +35,7 @@ from usdforge.rules.mjcf.load import LoadedModel, compile_repaired, load_mjcf
 from usdforge.rules.mjcf.lost import author_plugin_data, lost_elements
 from usdforge.rules.mjcf.records import HINGE, SLIDE, author_records, author_sites, usd_qpos
 from usdforge.rules.mjcf.scene import author_scene
+from usdforge.rules.mjcf.self_collision import supply_self_collision_layers
 from usdforge.rules.mjcf.slim import empty_model, slim_or_compiled
 from usdforge.rules.mjcf.tendons import author_tendons
 from usdforge.rules.mjcf.usd import MjcfUsd
@@ -212,6 +213,8 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
                 author_scene(usd)
             messages.extend(usd.warnings)
 
+        # A self_collision edit: the physics and physx layers patched from the cache, when it can be.
+        supply_self_collision_layers(loaded, robot, bodies, geoms, physics_cfg.self_collision)
         with saved_layers_held(cfg.articulation_cfg):
             written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes,
                                   author_extra=author_mujoco, views=unit_options(cfg, "mjcf"),

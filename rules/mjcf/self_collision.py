@@ -1,0 +1,151 @@
+"""An MJCF ``self_collision`` edit patched into the cached physics and physx layers instead of re-authoring
+them.
+
+``self_collision`` reaches two layers only (``rules.robot.layer_fields``): physx, through the value of each
+articulation's ``physxArticulation:enabledSelfCollisions`` (``rules.robot.articulation``), and physics,
+through ``rules.mjcf.contacts.author_filtered_pairs``: the body pairs it filters (with the field off, every
+pair of one articulation) and the joints it lets collide (``physics:collisionEnabled``). Each of the two
+layers is also kept under its key without the field (the units of ``SELF_COLLISION_BASES``). A rebuild that
+misses a layer's own key takes that base and
+
+- physx: sets the value on every articulation;
+- physics: removes what the filter author wrote (each body's ``physics:filteredPairs`` and its
+  ``PhysicsFilteredPairsAPI``, the joints' ``physics:collisionEnabled``) and runs that author again with the
+  new value.
+
+usda writes a prim's properties in name order, so the bytes equal a cold conversion's
+(tests/test_layer_fields.py and bench/rebuild.py compare them byte for byte). A base whose patched text differs
+from it in any line the filter author does not write (a layer that does not read back as it was
+written), or where ``PhysicsFilteredPairsAPI`` is not the last API schema of its prim (an author applied
+one after the filter author), is not patched: the layer is authored as usual. The physx value is set on
+its value lines (``bool physxArticulation:enabledSelfCollisions = 0``, as Sdf writes a bool), when every
+mention of the attribute is one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pxr import Sdf
+
+from usdforge.rules.mjcf.bodies import BodyMap
+from usdforge.rules.mjcf.contacts import author_filtered_pairs
+from usdforge.rules.mjcf.geoms import GeomMap
+from usdforge.rules.mjcf.load import LoadedModel
+from usdforge.rules.mjcf.usd import MjcfUsd
+from usdforge.rules.outputs import ROBOT_LAYER_FILES
+from usdforge.rules.robot.joints import joint_paths
+from usdforge.rules.robot.layer_reuse import SELF_COLLISION_BASES, keyed, reused, supply
+from usdforge.rules.robot.model import Robot
+from usdforge.rules.robot.writer import link_paths
+from usdforge.rules.usd import layer as sdf
+from usdforge.rules.usd.stage import usd_identifier
+
+#: What ``rules.robot.articulation`` sets from ``self_collision`` in the physx layer.
+ENABLED = "physxArticulation:enabledSelfCollisions"
+#: What ``author_filtered_pairs`` writes in the physics layer.
+PAIRS, PAIRS_API, COLLIDING = "physics:filteredPairs", "PhysicsFilteredPairsAPI", "physics:collisionEnabled"
+
+
+def supply_self_collision_layers(loaded: LoadedModel, robot: Robot, bodies: BodyMap, geoms: GeomMap,
+                                 self_collision: bool) -> None:
+    """Inside a conversion with layer reuse (``rules.robot.layer_reuse``), give the writer the physics and
+    physx layers this ``self_collision`` asks for when the build cache holds them under their own key or
+    under the key without the field (patched here); otherwise nothing (they are authored)."""
+    for role, base_unit in SELF_COLLISION_BASES["mjcf"].items():
+        if not keyed(role) or not keyed(base_unit):
+            continue
+        own = reused(role)
+        if own is not None:  # the writer asks again: given, not looked up twice
+            supply(role, own)
+            continue
+        name = ROBOT_LAYER_FILES[role]
+        base = reused(base_unit)
+        if base is None or set(base) != {name}:
+            continue
+        try:
+            text = base[name].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if role == "physx":
+            patched = _enabled_set(text, self_collision)
+        else:
+            patched = _refiltered(text, loaded, robot, bodies, geoms, self_collision)
+        if patched is not None:
+            supply(role, {name: patched.encode("utf-8")})
+
+
+#: The value line ``rules.robot.articulation`` writes for each articulation in the physx layer.
+_ENABLED_LINE = re.compile(rf"^(\s*bool {re.escape(ENABLED)} = )[01]$", re.MULTILINE)
+
+
+def _enabled_set(text: str, enabled: bool) -> str | None:
+    """The physx layer ``text`` with every articulation's ``ENABLED`` set to ``enabled`` (a bool value line,
+    as Sdf writes it: 0 or 1); None when the attribute is written in any other form."""
+    patched, count = _ENABLED_LINE.subn(lambda match: match.group(1) + ("1" if enabled else "0"), text)
+    return patched if count == text.count(ENABLED) else None
+
+
+def _refiltered(text: str, loaded: LoadedModel, robot: Robot, bodies: BodyMap, geoms: GeomMap,
+                self_collision: bool) -> str | None:
+    """The physics layer ``text`` with what ``author_filtered_pairs`` wrote replaced by what it writes with
+    ``self_collision``; None when the base is not as that author leaves it or does not read back as written
+    (outside the filter's lines, the patched text must equal the base line for line)."""
+    layer = Sdf.Layer.CreateAnonymous("self_collision.usda")
+    try:
+        if not layer.ImportFromString(text):
+            return None
+    except RuntimeError:  # pxr raises Tf errors as RuntimeError subclasses
+        return None
+    root = Sdf.Path.absoluteRootPath.AppendChild(usd_identifier(robot.name))
+    paths = _Paths(layer, root, robot)
+    # Where the author writes (bodies' pairs, joints' flags), each looked up, and nowhere else in the text.
+    found = [path for path in [*(p.AppendProperty(PAIRS) for p in paths.link_paths.values()),
+                               *(p.AppendProperty(COLLIDING) for p in paths.joint_paths.values())]
+             if layer.GetPropertyAtPath(path) is not None]
+    pairs = sum(path.name == PAIRS for path in found)
+    if pairs != text.count(f"rel {PAIRS} = ") or pairs != text.count(f'"{PAIRS_API}"') \
+            or len(found) - pairs != text.count(f"bool {COLLIDING} = "):
+        return None
+    for path in found:
+        spec = layer.GetPrimAtPath(path.GetPrimPath())
+        if path.name == PAIRS:
+            schemas = sdf.applied(spec)
+            if schemas[-1:] != [PAIRS_API] or len(schemas) < 2:  # not last, or the only one (an emptied list op)
+                return None
+            spec.SetInfo("apiSchemas", Sdf.TokenListOp.Create(prependedItems=schemas[:-1]))
+        spec.RemoveProperty(layer.GetPropertyAtPath(path))
+    author_filtered_pairs(MjcfUsd(loaded, robot, bodies, geoms, paths), self_collision)
+    patched = layer.ExportToString()
+    return patched if _unfiltered(patched) == _unfiltered(text) else None
+
+
+#: What ``author_filtered_pairs`` writes in a physics layer's text: the pairs relationships (one target, or a
+#: bracketed list) and the joints' flags (each on its own lines), the API schema in an ``apiSchemas`` list.
+_FILTER_LINES = re.compile(rf"^[ \t]*(?:rel {re.escape(PAIRS)} = (?:<[^>\n]*>|\[\n(?:[^\n]*\n)*?[ \t]*\])"
+                           rf"|bool {re.escape(COLLIDING)} = [01])\n", re.MULTILINE)
+
+
+def _unfiltered(text: str) -> str:
+    """A physics layer's text without what ``author_filtered_pairs`` writes (``_FILTER_LINES``)."""
+    return _FILTER_LINES.sub("", text).replace(f', "{PAIRS_API}"', "")
+
+
+class _Paths:
+    """What ``author_filtered_pairs`` asks of the writer's context (``rules.robot.writer.RobotUsdContext``):
+    the prim paths the writer gives links and joints, and the physics layer being patched."""
+
+    def __init__(self, layer: Sdf.Layer, root: Sdf.Path, robot: Robot):
+        self.root = root
+        self._layer = layer
+        self.link_paths = link_paths(root, robot)
+        self.joint_paths = joint_paths(root, robot)
+
+    def authored(self, role: str) -> bool:
+        return role == "physics"
+
+    def layer(self, role: str) -> Any:
+        if role != "physics":
+            raise KeyError(role)
+        return self._layer
