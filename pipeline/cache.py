@@ -231,11 +231,17 @@ def _read_regular(name: str, dir_fd: int | None, limit: int) -> bytes:
         if info.st_size > limit:
             raise OSError(f"{name}: larger than {limit} bytes")
         os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            data = stream.read(limit + 1)
-        if len(data) > limit:
+        # os.read, not a buffered stream: one system call for a file as large as fstat says (a buffered
+        # read of a small cache object cost ten times more: 40 µs, 14 of them per cfg-only rebuild); then
+        # until the end, for a file that grew since, at most one byte past the limit.
+        chunks = [os.read(fd, info.st_size + 1)]
+        read = len(chunks[0])
+        while chunks[-1] and read <= limit:
+            chunks.append(os.read(fd, min(1 << 20, limit + 1 - read)))
+            read += len(chunks[-1])
+        if read > limit:
             raise OSError(f"{name}: larger than {limit} bytes")
-        return data
+        return chunks[0] if len(chunks) <= 2 and not chunks[-1] else b"".join(chunks)
     finally:
         os.close(fd)
 
