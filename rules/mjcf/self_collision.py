@@ -11,7 +11,8 @@ misses a layer's own key takes that base and
 - physx: sets the value on every articulation;
 - physics: removes what the filter author wrote (each body's ``physics:filteredPairs`` and its
   ``PhysicsFilteredPairsAPI``, the joints' ``physics:collisionEnabled``) and runs that author again with the
-  new value.
+  new value; when the pairs are the same either way (no articulation with two colliding bodies, e.g. a
+  drone), the base is the layer as it is.
 
 usda writes a prim's properties in name order, so the bytes equal a cold conversion's
 (tests/test_layer_fields.py and bench/rebuild.py compare them byte for byte). A base whose patched text differs
@@ -30,7 +31,7 @@ from typing import Any
 from pxr import Sdf
 
 from usdforge.rules.mjcf.bodies import BodyMap
-from usdforge.rules.mjcf.contacts import author_filtered_pairs
+from usdforge.rules.mjcf.contacts import author_filtered_pairs, never_touching_bodies
 from usdforge.rules.mjcf.geoms import GeomMap
 from usdforge.rules.mjcf.load import LoadedModel
 from usdforge.rules.mjcf.usd import MjcfUsd
@@ -93,13 +94,16 @@ def _refiltered(text: str, loaded: LoadedModel, robot: Robot, bodies: BodyMap, g
     ``self_collision``; None when the base is not as that author leaves it or does not read back as written
     (outside the filter's lines, the patched text must equal the base line for line)."""
     layer = Sdf.Layer.CreateAnonymous("self_collision.usda")
+    root = Sdf.Path.absoluteRootPath.AppendChild(usd_identifier(robot.name))
+    paths = _Paths(layer, root, robot)
+    usd = MjcfUsd(loaded, robot, bodies, geoms, paths)
+    if never_touching_bodies(usd, self_collision) == never_touching_bodies(usd, not self_collision):
+        return text  # the field changes nothing here (no articulation with two colliding bodies)
     try:
         if not layer.ImportFromString(text):
             return None
     except RuntimeError:  # pxr raises Tf errors as RuntimeError subclasses
         return None
-    root = Sdf.Path.absoluteRootPath.AppendChild(usd_identifier(robot.name))
-    paths = _Paths(layer, root, robot)
     # Where the author writes (bodies' pairs, joints' flags), each looked up, and nowhere else in the text.
     found = [path for path in [*(p.AppendProperty(PAIRS) for p in paths.link_paths.values()),
                                *(p.AppendProperty(COLLIDING) for p in paths.joint_paths.values())]
@@ -116,7 +120,7 @@ def _refiltered(text: str, loaded: LoadedModel, robot: Robot, bodies: BodyMap, g
                 return None
             spec.SetInfo("apiSchemas", Sdf.TokenListOp.Create(prependedItems=schemas[:-1]))
         spec.RemoveProperty(layer.GetPropertyAtPath(path))
-    author_filtered_pairs(MjcfUsd(loaded, robot, bodies, geoms, paths), self_collision)
+    author_filtered_pairs(usd, self_collision)
     patched = layer.ExportToString()
     return patched if _unfiltered(patched) == _unfiltered(text) else None
 
