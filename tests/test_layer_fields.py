@@ -323,13 +323,14 @@ def test_an_author_reading_an_undeclared_field_raises(kind, unit, field, folder,
         converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out"), **edit), cache=Store(work / "cache"))
 
 
-def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch):
-    """After a PhysX-only edit of the MJCF fixture (sites, actuators, an equality, a keyframe), every layer
-    is restored, physics and physx patched from their bases without ``self_collision``
-    (``rules.mjcf.self_collision``); after a ``link_density`` edit, physics and mujoco are re-authored and the
-    others restored. No author, MJCF's own steps included, writes anything into a restored layer's stand-in
-    (it holds the robot's root prim only), so a cfg edit pays for the layers it changes only. Each rebuild
-    equals a cold conversion."""
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch, kind):
+    """After a PhysX-only edit of the fixture (MJCF: sites, actuators, an equality, a keyframe), every layer
+    is restored, physx (and MJCF's physics) patched from its base without ``self_collision``
+    (``rules.robot.self_collision``, ``rules.mjcf.self_collision``); after a ``link_density`` edit, physics
+    (and MJCF's mujoco) is re-authored and the others restored. No author, MJCF's own steps included, writes
+    anything into a restored layer's stand-in (it holds the robot's root prim only), so a cfg edit pays for
+    the layers it changes only. Each rebuild equals a cold conversion."""
     from pxr import Sdf
 
     from usdforge.rules.robot.layers import RobotLayers
@@ -342,18 +343,19 @@ def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch):
         return real(self, name, contents)
 
     monkeypatch.setattr(RobotLayers, "save", save)
-    cfg = cfg_class("mjcf")(asset_path=str(folder / "fx" / "layered.xml"), import_physics_scene=True)
-    work = folder / "restored-untouched"
+    cfg = cfg_class(kind)(asset_path=str(folder / "fx" / "layered.xml"), import_physics_scene=True) \
+        if kind == "mjcf" else cfg_class(kind)(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / f"restored-untouched-{kind}"
     warnings.simplefilter("ignore")
-    converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
     assert stand_ins == {}
     layers = {"base", "instances", "geometry", "materials", "physics", "physx", "newton", "mujoco"}
     for edit, fields, authored in (("self_collision", {"self_collision": True}, set()),
                                    ("link_density", {"self_collision": True, "link_density": 2000.0},
-                                    {"physics", "mujoco"})):
+                                    {"physics", "mujoco"} if kind == "mjcf" else {"physics"})):
         stand_ins.clear()
         edited = attrs.evolve(cfg, **fields)
-        converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
         assert set(stand_ins) == layers - authored, edit
         for role, layer in stand_ins.items():
             paths: list[Sdf.Path] = []
@@ -364,7 +366,7 @@ def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch):
             colliders |= {p.GetParentPath() for p in colliders if p.name == "collisions"}
             written = [p for p in paths if (p.pathString.count("/") > 1 or p.IsPropertyPath()) and p not in colliders]
             assert written == [], (edit, role, [str(p) for p in written])
-        converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / f"cold-{edit}")), cache=False)
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / f"cold-{edit}")), cache=False)
         assert units(work / "out") == units(work / f"cold-{edit}"), edit
 
 

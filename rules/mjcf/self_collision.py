@@ -1,26 +1,20 @@
-"""An MJCF ``self_collision`` edit patched into the cached physics and physx layers instead of re-authoring
-them.
+"""An MJCF ``self_collision`` edit patched into the cached physics layer instead of re-authoring it.
 
-``self_collision`` reaches two layers only (``rules.robot.layer_fields``): physx, through the value of each
-articulation's ``physxArticulation:enabledSelfCollisions`` (``rules.robot.articulation``), and physics,
-through ``rules.mjcf.contacts.author_filtered_pairs``: the body pairs it filters (with the field off, every
-pair of one articulation) and the joints it lets collide (``physics:collisionEnabled``). Each of the two
-layers is also kept under its key without the field (the units of ``SELF_COLLISION_BASES``). A rebuild that
-misses a layer's own key takes that base and
-
-- physx: sets the value on every articulation;
-- physics: removes what the filter author wrote (each body's ``physics:filteredPairs`` and its
-  ``PhysicsFilteredPairsAPI``, the joints' ``physics:collisionEnabled``) and runs that author again with the
-  new value; when the pairs are the same either way (no articulation with two colliding bodies, e.g. a
-  drone), the base is the layer as it is.
+``self_collision`` reaches two layers only (``rules.robot.layer_fields``): physx, through one value
+(patched for every robot: ``rules.robot.self_collision``), and MJCF's physics, through
+``rules.mjcf.contacts.author_filtered_pairs``: the body pairs it filters (with the field off, every pair of
+one articulation) and the joints it lets collide (``physics:collisionEnabled``). The physics layer is also
+kept under its key without the field (the unit ``SELF_COLLISION_BASES["mjcf"]["physics"]``). A rebuild
+that misses the layer's own key takes that base, removes what the filter author wrote (each body's
+``physics:filteredPairs`` and its ``PhysicsFilteredPairsAPI``, the joints' ``physics:collisionEnabled``)
+and runs that author again with the new value; when the pairs are the same either way (no articulation
+with two colliding bodies, e.g. a drone), the base is the layer as it is.
 
 usda writes a prim's properties in name order, so the bytes equal a cold conversion's
-(tests/test_layer_fields.py and bench/rebuild.py compare them byte for byte). A base whose patched text differs
-from it in any line the filter author does not write (a layer that does not read back as it was
+(tests/test_layer_fields.py and bench/rebuild.py compare them byte for byte). A base whose patched text
+differs from it in any line the filter author does not write (a layer that does not read back as it was
 written), or where ``PhysicsFilteredPairsAPI`` is not the last API schema of its prim (an author applied
-one after the filter author), is not patched: the layer is authored as usual. The physx value is set on
-its value lines (``bool physxArticulation:enabledSelfCollisions = 0``, as Sdf writes a bool), when every
-mention of the attribute is one.
+one after the filter author), is not patched: the layer is authored as usual.
 """
 
 from __future__ import annotations
@@ -43,49 +37,34 @@ from usdforge.rules.robot.writer import link_paths
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.usd.stage import usd_identifier
 
-#: What ``rules.robot.articulation`` sets from ``self_collision`` in the physx layer.
-ENABLED = "physxArticulation:enabledSelfCollisions"
 #: What ``author_filtered_pairs`` writes in the physics layer.
 PAIRS, PAIRS_API, COLLIDING = "physics:filteredPairs", "PhysicsFilteredPairsAPI", "physics:collisionEnabled"
 
 
 def supply_self_collision_layers(loaded: LoadedModel, robot: Robot, bodies: BodyMap, geoms: GeomMap,
                                  self_collision: bool) -> None:
-    """Inside a conversion with layer reuse (``rules.robot.layer_reuse``), give the writer the physics and
-    physx layers this ``self_collision`` asks for when the build cache holds them under their own key or
-    under the key without the field (patched here); otherwise nothing (they are authored)."""
-    for role, base_unit in SELF_COLLISION_BASES["mjcf"].items():
-        if not keyed(role) or not keyed(base_unit):
-            continue
-        own = reused(role)
-        if own is not None:  # the writer asks again: given, not looked up twice
-            supply(role, own)
-            continue
-        name = ROBOT_LAYER_FILES[role]
-        base = reused(base_unit)
-        if base is None or set(base) != {name}:
-            continue
-        try:
-            text = base[name].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        if role == "physx":
-            patched = _enabled_set(text, self_collision)
-        else:
-            patched = _refiltered(text, loaded, robot, bodies, geoms, self_collision)
-        if patched is not None:
-            supply(role, {name: patched.encode("utf-8")})
-
-
-#: The value line ``rules.robot.articulation`` writes for each articulation in the physx layer.
-_ENABLED_LINE = re.compile(rf"^(\s*bool {re.escape(ENABLED)} = )[01]$", re.MULTILINE)
-
-
-def _enabled_set(text: str, enabled: bool) -> str | None:
-    """The physx layer ``text`` with every articulation's ``ENABLED`` set to ``enabled`` (a bool value line,
-    as Sdf writes it: 0 or 1); None when the attribute is written in any other form."""
-    patched, count = _ENABLED_LINE.subn(lambda match: match.group(1) + ("1" if enabled else "0"), text)
-    return patched if count == text.count(ENABLED) else None
+    """Inside a conversion with layer reuse (``rules.robot.layer_reuse``), give the writer the physics layer
+    this ``self_collision`` asks for when the build cache holds it under its own key or under the key
+    without the field (patched here); otherwise nothing (it is authored). The physx layer:
+    ``rules.robot.self_collision``, for every robot."""
+    base_unit = SELF_COLLISION_BASES["mjcf"]["physics"]
+    if not keyed("physics") or not keyed(base_unit):
+        return
+    own = reused("physics")
+    if own is not None:  # the writer asks again: given, not looked up twice
+        supply("physics", own)
+        return
+    name = ROBOT_LAYER_FILES["physics"]
+    base = reused(base_unit)
+    if base is None or set(base) != {name}:
+        return
+    try:
+        text = base[name].decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    patched = _refiltered(text, loaded, robot, bodies, geoms, self_collision)
+    if patched is not None:
+        supply("physics", {name: patched.encode("utf-8")})
 
 
 def _refiltered(text: str, loaded: LoadedModel, robot: Robot, bodies: BodyMap, geoms: GeomMap,

@@ -51,9 +51,11 @@ FACTS_UNIT = "articulation_cfg_facts"
 MESH_UNIT = "meshes"
 #: Layer → the unit holding it under its key without the drive fields (``rules.robot.drive_patch``).
 PATCH_BASES = {"physics": "physics_patch_base", "mujoco": "mujoco_patch_base"}
-#: Layer → the unit holding it under its key without ``self_collision``, by kind: the layers an MJCF
-#: ``self_collision`` edit patches instead of re-authoring (``rules.mjcf.self_collision``).
-SELF_COLLISION_BASES = {"mjcf": {"physics": "physics_self_collision_base", "physx": "physx_self_collision_base"}}
+#: Layer → the unit holding it under its key without ``self_collision``, by kind: the layers a
+#: ``self_collision`` edit patches instead of re-authoring (``rules.robot.self_collision``: physx;
+#: ``rules.mjcf.self_collision``: MJCF's physics).
+SELF_COLLISION_BASES = {"urdf": {"physx": "physx_self_collision_base"},
+                        "mjcf": {"physics": "physics_self_collision_base", "physx": "physx_self_collision_base"}}
 
 #: Units whose bytes are edited after they are restored: not written as they are in the cache.
 _PATCH_BASE_UNITS = frozenset([*PATCH_BASES.values(), *(u for bases in SELF_COLLISION_BASES.values()

@@ -47,6 +47,7 @@ from usdforge.rules.robot.drive_patch import ROLES, Patches, patched_layer
 from usdforge.rules.robot.isaaclab_cfg import hold_saved, note_patched_drives
 from usdforge.rules.robot.layer_reuse import PATCH_BASES, derived, not_reused, reused, written_anew
 from usdforge.rules.robot.layers import RobotLayers, source_name
+from usdforge.rules.robot.self_collision import supply_physx_layer
 from usdforge.rules.robot.materials import Materials
 from usdforge.rules.robot.inertia import placeholder_inertial
 from usdforge.rules.robot.meshes import MeshLibrary
@@ -187,6 +188,8 @@ class _RobotWriter:
         self.robot = robot
         self.options = options
         self.views: Callable[[str], Any] = views or (lambda role: options)
+        if options.layered:  # a self_collision edit: the physx layer patched from the cache, when it can be
+            supply_physx_layer(self.views("physx").self_collision)
         self.restored = _restored(options.layered)
         #: Layers patched from the build cache (``rules.robot.drive_patch``), held open for the Isaac Lab cfg.
         self.patched: list[Sdf.Layer] = []
