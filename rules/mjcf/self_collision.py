@@ -31,7 +31,7 @@ from usdforge.rules.mjcf.load import LoadedModel
 from usdforge.rules.mjcf.usd import MjcfUsd
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
 from usdforge.rules.robot.joints import joint_paths
-from usdforge.rules.robot.layer_reuse import SELF_COLLISION_BASES, keyed, reused, supply
+from usdforge.rules.robot.layer_reuse import SELF_COLLISION_BASES, derived, keyed, reused, supply
 from usdforge.rules.robot.model import Robot
 from usdforge.rules.robot.writer import link_paths
 from usdforge.rules.usd import layer as sdf
@@ -53,6 +53,7 @@ def supply_self_collision_layers(loaded: LoadedModel, robot: Robot, bodies: Body
     own = reused("physics")
     if own is not None:  # the writer asks again: given, not looked up twice
         supply("physics", own)
+        derived(base_unit)  # kept when the layer was: not stored again
         return
     name = ROBOT_LAYER_FILES["physics"]
     base = reused(base_unit)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
-from usdforge.rules.robot.layer_reuse import SELF_COLLISION_BASES, keyed, reused, supply
+from usdforge.rules.robot.layer_reuse import SELF_COLLISION_BASES, derived, keyed, reused, supply
 
 #: What ``rules.robot.articulation`` sets from ``self_collision`` in the physx layer.
 ENABLED = "physxArticulation:enabledSelfCollisions"
@@ -34,6 +34,7 @@ def supply_physx_layer(self_collision: bool) -> None:
     own = reused("physx")
     if own is not None:  # the writer asks again: given, not looked up twice
         supply("physx", own)
+        derived(PHYSX_BASE)  # kept when the layer was: not stored again
         return
     name = ROBOT_LAYER_FILES["physx"]
     base = reused(PHYSX_BASE)
