@@ -57,6 +57,9 @@ PATCH_BASES = {"physics": "physics_patch_base", "mujoco": "mujoco_patch_base"}
 SELF_COLLISION_BASES = {"urdf": {"physx": "physx_self_collision_base"},
                         "mjcf": {"physics": "physics_self_collision_base", "physx": "physx_self_collision_base"}}
 
+#: Base unit → the layer it keeps under another key (``PATCH_BASES``, ``SELF_COLLISION_BASES``).
+_BASE_ROLES = {**{unit: role for role, unit in PATCH_BASES.items()},
+               **{unit: role for bases in SELF_COLLISION_BASES.values() for role, unit in bases.items()}}
 #: Units whose bytes are edited after they are restored: not written as they are in the cache.
 _PATCH_BASE_UNITS = frozenset([*PATCH_BASES.values(), *(u for bases in SELF_COLLISION_BASES.values()
                                                          for u in bases.values())])
@@ -165,6 +168,8 @@ def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written
     under its key; units in ``restored`` came from there."""
     for unit, key in keys.items():
         name = files.get(unit)  # None: a unit that is no output file (FACTS_UNIT), kept by its author
+        if _BASE_ROLES.get(unit) in restored:
+            continue  # a base is kept with its layer when that is authored, not with a restored or patched one
         if name in written and unit not in restored:
             names = [other for other in written if other == name or _companion(unit, other)]
             # A KnownFiles keeps what it knows of each (a file restored as it is need not be read or hashed).
