@@ -129,7 +129,7 @@ def unit_keys(kind: str, cfg: Any, source: str) -> dict[str, str]:
                 keys[PATCH_BASES[unit]] = _digest({"unit": PATCH_BASES[unit], "source": source, "fields": base,
                                                    "file": cfg.usd_file_name})
         base_unit = SELF_COLLISION_BASES.get(kind, {}).get(unit)
-        if base_unit is not None:  # the layer without self_collision (rules.mjcf.self_collision patches it)
+        if base_unit is not None:  # the layer without self_collision (rules.robot/mjcf.self_collision patch it)
             base = {name: value for name, value in fields.items() if name != "self_collision"}
             keys[base_unit] = _digest({"unit": base_unit, "source": source, "fields": base, "file": cfg.usd_file_name})
     return keys

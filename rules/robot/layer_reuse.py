@@ -60,9 +60,8 @@ SELF_COLLISION_BASES = {"urdf": {"physx": "physx_self_collision_base"},
 #: Base unit → the layer it keeps under another key (``PATCH_BASES``, ``SELF_COLLISION_BASES``).
 _BASE_ROLES = {**{unit: role for role, unit in PATCH_BASES.items()},
                **{unit: role for bases in SELF_COLLISION_BASES.values() for role, unit in bases.items()}}
-#: Units whose bytes are edited after they are restored: not written as they are in the cache.
-_PATCH_BASE_UNITS = frozenset([*PATCH_BASES.values(), *(u for bases in SELF_COLLISION_BASES.values()
-                                                         for u in bases.values())])
+#: Units whose bytes are edited after they are restored (the bases): not written as they are in the cache.
+_PATCH_BASE_UNITS = frozenset(_BASE_ROLES)
 
 #: Files a unit carries besides its own, by unit: the textures of a robot's materials layer and of the mesh
 #: rule's meshes layer (written by the same authoring pass and named by it), restored with it.
