@@ -370,6 +370,31 @@ def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch, kind
         assert units(work / "out") == units(work / f"cold-{edit}"), edit
 
 
+def test_a_self_collision_edit_that_changes_no_pair_keeps_the_physics_layer(tmp_path, monkeypatch):
+    """An MJCF model whose ``self_collision`` changes no filtered pair (two free bodies, no articulation:
+    a drone and a crate) takes the physics layer the cache holds without the field as it is
+    (``rules.mjcf.self_collision``: no Sdf parse); the rebuild equals a cold conversion."""
+    from usdforge.rules.mjcf import self_collision
+
+    source = tmp_path / "free.xml"
+    source.write_text('<mujoco model="free"><worldbody>'
+                      '<body name="drone"><freejoint/><geom type="box" size="0.1 0.1 0.02"/></body>'
+                      '<body name="crate" pos="1 0 0"><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>'
+                      "</worldbody></mujoco>")
+    kept: list[bool] = []
+    refiltered = self_collision._refiltered
+    monkeypatch.setattr(self_collision, "_refiltered", lambda text, *args: kept.append(
+        (result := refiltered(text, *args)) == text) or result)
+    cfg = cfg_class("mjcf")(asset_path=str(source))
+    warnings.simplefilter("ignore")
+    converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(tmp_path / "out")), cache=Store(tmp_path / "cache"))
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(tmp_path / "out")), cache=Store(tmp_path / "cache"))
+    assert kept == [True]
+    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
+    assert units(tmp_path / "out") == units(tmp_path / "cold")
+
+
 def test_docs_show_the_generated_map():
     """docs/usd_layout.md holds the tables ``documented_tables`` generates (regenerate with
     ``python -m usdforge.rules.robot.layer_fields``)."""
