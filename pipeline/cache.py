@@ -43,9 +43,10 @@ import os
 import re
 import shutil
 import stat
+import threading
 import time
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 from usdforge.pipeline.fingerprint import by_size_in_threads
 
@@ -230,11 +231,17 @@ def _read_regular(name: str, dir_fd: int | None, limit: int) -> bytes:
         if info.st_size > limit:
             raise OSError(f"{name}: larger than {limit} bytes")
         os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", closefd=False) as stream:
-            data = stream.read(limit + 1)
-        if len(data) > limit:
+        # os.read, not a buffered stream: one system call for a file as large as fstat says (a buffered
+        # read of a small cache object cost ten times more: 40 µs, 14 of them per cfg-only rebuild); then
+        # until the end, for a file that grew since, at most one byte past the limit.
+        chunks = [os.read(fd, info.st_size + 1)]
+        read = len(chunks[0])
+        while chunks[-1] and read <= limit:
+            chunks.append(os.read(fd, min(1 << 20, limit + 1 - read)))
+            read += len(chunks[-1])
+        if read > limit:
             raise OSError(f"{name}: larger than {limit} bytes")
-        return data
+        return chunks[0] if len(chunks) <= 2 and not chunks[-1] else b"".join(chunks)
     finally:
         os.close(fd)
 
@@ -252,6 +259,7 @@ class Store:
         self._written = 0  # bytes this store wrote
         self._next_check = 0  # when _written reaches this, the size is checked (0: at the first store)
         self._warned: set[str] = set()
+        self._batch = threading.local()  # .lines: what ``records_batched`` holds back in this thread
 
     # -- paths
     def _object_path(self, sha: str) -> Path:
@@ -639,11 +647,37 @@ class Store:
 
     # -- statistics
     def record(self, kind: str, hit: bool) -> None:
-        """Append one lookup to the statistics (best effort: a read-only cache records nothing)."""
+        """Append one lookup to the statistics (best effort: a read-only cache records nothing); inside
+        ``records_batched``, when its block ends."""
         if not self.writable:
             return
         line = json.dumps({"build": self.build or build_id(), "kind": kind, "hit": hit,
                            "time": round(time.time(), 3)}) + "\n"
+        pending = getattr(self._batch, "lines", None)
+        if pending is not None:
+            pending.append(line)
+            return
+        self._append_records(line)
+
+    @contextlib.contextmanager
+    def records_batched(self) -> Iterator[None]:
+        """Within the block, ``record`` keeps its lines and they are appended in one write as the block ends:
+        a cfg-only rebuild looks a dozen units up, and an open, write and close each cost it about 0.4 ms.
+        Per thread (another thread's lookups are appended as they come); nested blocks write with the
+        outermost."""
+        if getattr(self._batch, "lines", None) is not None:
+            yield
+            return
+        lines = self._batch.lines = []
+        try:
+            yield
+        finally:
+            self._batch.lines = None
+            if lines and self.writable:
+                self._append_records("".join(lines))
+
+    def _append_records(self, text: str) -> None:
+        """Append ``text`` (whole lines) to the statistics in one O_APPEND write."""
         try:
             # No link followed: a stats.log planted as a link would append to any file the user can write.
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
@@ -654,11 +688,12 @@ class Store:
                 fd = os.open(self.root / _STATS, flags, 0o644)
             try:
                 if stat.S_ISREG(os.fstat(fd).st_mode):
-                    os.write(fd, line.encode())  # one short O_APPEND write: lines of concurrent builds never interleave
+                    # One O_APPEND write: lines of concurrent builds never interleave.
+                    os.write(fd, text.encode())
             finally:
                 os.close(fd)
         except OSError:
-            pass
+            pass  # the statistics are best effort: a cache that cannot take them still serves the build
 
     def _lookups(self) -> list[dict[str, Any]]:
         try:

@@ -7,6 +7,7 @@ cache holds one (restored without converting; see ``pipeline.cache``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -139,7 +140,9 @@ class AssetConverterBase:
         """Restore the outputs from the cache, or convert (and store them), into usd_dir atomically."""
         from usdforge.rules.build_scope import one_build
 
-        with one_build():  # the scan's xacro expansion and mesh scans are the conversion's, this build only
+        # The scan's xacro expansion and mesh scans are the conversion's, this build only; its cache lookups
+        # are recorded in one write.
+        with one_build(), store.records_batched() if store is not None else contextlib.nullcontext():
             self._build_once(previous, store, use_cache)
 
     def _build_once(self, previous: LazyKey | None, store: Store | None, use_cache: bool) -> None:

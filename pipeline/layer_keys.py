@@ -15,7 +15,7 @@ import attrs
 from usdforge.pipeline.code_version import code_stamp, library_versions
 from usdforge.rules.outputs import ROBOT_LAYER_FILES, articulation_cfg_file_name, instanceable_meshes_path
 from usdforge.rules.robot.layer_fields import LAYER_FIELDS, PROJECTIONS, READ_FIELDS, view
-from usdforge.rules.robot.layer_reuse import FACTS_UNIT, MESH_UNIT, PATCH_BASES
+from usdforge.rules.robot.layer_reuse import FACTS_UNIT, MESH_UNIT, PATCH_BASES, SELF_COLLISION_BASES
 from usdforge.schemas import __version__
 
 #: Units reused through their own key. The geometry layer also has a finer key of its own (the hash of
@@ -66,6 +66,8 @@ def unit_files(usd_file_name: str) -> dict[str, str]:
     """Unit → its file, relative to the output folder (a robot's layers, its Isaac Lab cfg, the mesh rule's
     meshes layer)."""
     return {**ROBOT_LAYER_FILES, **{unit: ROBOT_LAYER_FILES[role] for role, unit in PATCH_BASES.items()},
+            **{unit: ROBOT_LAYER_FILES[role] for bases in SELF_COLLISION_BASES.values()
+               for role, unit in bases.items()},
             "articulation_cfg": articulation_cfg_file_name(usd_file_name),
             MESH_UNIT: instanceable_meshes_path(usd_file_name)}
 
@@ -126,4 +128,8 @@ def unit_keys(kind: str, cfg: Any, source: str) -> dict[str, str]:
             if base != fields:
                 keys[PATCH_BASES[unit]] = _digest({"unit": PATCH_BASES[unit], "source": source, "fields": base,
                                                    "file": cfg.usd_file_name})
+        base_unit = SELF_COLLISION_BASES.get(kind, {}).get(unit)
+        if base_unit is not None:  # the layer without self_collision (rules.robot/mjcf.self_collision patch it)
+            base = {name: value for name, value in fields.items() if name != "self_collision"}
+            keys[base_unit] = _digest({"unit": base_unit, "source": source, "fields": base, "file": cfg.usd_file_name})
     return keys

@@ -323,11 +323,14 @@ def test_an_author_reading_an_undeclared_field_raises(kind, unit, field, folder,
         converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out"), **edit), cache=Store(work / "cache"))
 
 
-def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch):
-    """After a PhysX-only edit of the MJCF fixture (sites, actuators, an equality, a keyframe), physics and
-    physx are re-authored and the other layers restored: no author, MJCF's own steps included, writes
-    anything into a restored layer's stand-in (it holds the robot's root prim only), so a cfg edit pays
-    for the layers it changes only. The rebuild equals a cold conversion."""
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch, kind):
+    """After a PhysX-only edit of the fixture (MJCF: sites, actuators, an equality, a keyframe), every layer
+    is restored, physx (and MJCF's physics) patched from its base without ``self_collision``
+    (``rules.robot.self_collision``, ``rules.mjcf.self_collision``); after a ``link_density`` edit, physics
+    (and MJCF's mujoco) is re-authored and the others restored. No author, MJCF's own steps included, writes
+    anything into a restored layer's stand-in (it holds the robot's root prim only), so a cfg edit pays for
+    the layers it changes only. Each rebuild equals a cold conversion."""
     from pxr import Sdf
 
     from usdforge.rules.robot.layers import RobotLayers
@@ -340,20 +343,56 @@ def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch):
         return real(self, name, contents)
 
     monkeypatch.setattr(RobotLayers, "save", save)
-    cfg = cfg_class("mjcf")(asset_path=str(folder / "fx" / "layered.xml"), import_physics_scene=True)
-    work = folder / "restored-untouched"
+    cfg = cfg_class(kind)(asset_path=str(folder / "fx" / "layered.xml"), import_physics_scene=True) \
+        if kind == "mjcf" else cfg_class(kind)(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / f"restored-untouched-{kind}"
     warnings.simplefilter("ignore")
-    converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
     assert stand_ins == {}
+    layers = {"base", "instances", "geometry", "materials", "physics", "physx", "newton", "mujoco"}
+    for edit, fields, authored in (("self_collision", {"self_collision": True}, set()),
+                                   ("link_density", {"self_collision": True, "link_density": 2000.0},
+                                    {"physics", "mujoco"} if kind == "mjcf" else {"physics"})):
+        stand_ins.clear()
+        edited = attrs.evolve(cfg, **fields)
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+        assert set(stand_ins) == layers - authored, edit
+        for role, layer in stand_ins.items():
+            paths: list[Sdf.Path] = []
+            layer.Traverse(Sdf.Path.absoluteRootPath, paths.append)
+            # The writer gives MJCF's steps the colliders' prims (where the contacts would go) in a restored
+            # physics layer's stand-in: nothing else.
+            colliders = {p for p in paths if "/collisions" in p.pathString} if role == "physics" else set()
+            colliders |= {p.GetParentPath() for p in colliders if p.name == "collisions"}
+            written = [p for p in paths if (p.pathString.count("/") > 1 or p.IsPropertyPath()) and p not in colliders]
+            assert written == [], (edit, role, [str(p) for p in written])
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / f"cold-{edit}")), cache=False)
+        assert units(work / "out") == units(work / f"cold-{edit}"), edit
+
+
+def test_a_self_collision_edit_that_changes_no_pair_keeps_the_physics_layer(tmp_path, monkeypatch):
+    """An MJCF model whose ``self_collision`` changes no filtered pair (two free bodies, no articulation:
+    a drone and a crate) takes the physics layer the cache holds without the field as it is
+    (``rules.mjcf.self_collision``: no Sdf parse); the rebuild equals a cold conversion."""
+    from usdforge.rules.mjcf import self_collision
+
+    source = tmp_path / "free.xml"
+    source.write_text('<mujoco model="free"><worldbody>'
+                      '<body name="drone"><freejoint/><geom type="box" size="0.1 0.1 0.02"/></body>'
+                      '<body name="crate" pos="1 0 0"><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>'
+                      "</worldbody></mujoco>")
+    kept: list[bool] = []
+    refiltered = self_collision._refiltered
+    monkeypatch.setattr(self_collision, "_refiltered", lambda text, *args: kept.append(
+        (result := refiltered(text, *args)) == text) or result)
+    cfg = cfg_class("mjcf")(asset_path=str(source))
+    warnings.simplefilter("ignore")
+    converter_for("mjcf")(attrs.evolve(cfg, usd_dir=str(tmp_path / "out")), cache=Store(tmp_path / "cache"))
     edited = attrs.evolve(cfg, self_collision=True)
-    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
-    assert set(stand_ins) == {"base", "instances", "geometry", "materials", "newton", "mujoco"}
-    for role, layer in stand_ins.items():
-        paths: list[Sdf.Path] = []
-        layer.Traverse(Sdf.Path.absoluteRootPath, paths.append)
-        assert [p for p in paths if p.pathString.count("/") > 1 or p.IsPropertyPath()] == [], role
-    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
-    assert units(work / "out") == units(work / "cold")
+    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(tmp_path / "out")), cache=Store(tmp_path / "cache"))
+    assert kept == [True]
+    converter_for("mjcf")(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
+    assert units(tmp_path / "out") == units(tmp_path / "cold")
 
 
 def test_docs_show_the_generated_map():

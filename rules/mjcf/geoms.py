@@ -21,6 +21,7 @@ a builtin (procedural) texture is written as a PNG from MuJoCo's compiled texels
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import NamedTuple
@@ -134,7 +135,7 @@ def texture_png(model: mujoco.MjModel, texture: int, path: Path) -> Path:
 class MaterialLibrary:
     """One ``Material`` per distinct (MuJoCo material, colour): shapes sharing one share the object."""
 
-    def __init__(self, loaded: LoadedModel, texture_dir: Path):
+    def __init__(self, loaded: LoadedModel, texture_dir: Callable[[], Path]):
         self.loaded = loaded
         self.texture_dir = texture_dir
         self._materials: dict[tuple[int, tuple[float, ...]], Material] = {}
@@ -142,7 +143,7 @@ class MaterialLibrary:
 
     def texture(self, texture: int) -> Path | None:
         """The image file of a MuJoCo texture: its own file for a 2D file texture, else a PNG of MuJoCo's
-        texels written under ``texture_dir``."""
+        texels written under ``texture_dir()`` (a scratch folder, made on its first call)."""
         if texture not in self._textures:
             model = self.loaded.model
             file = self.loaded.texture_files.get(texture) or model_path(model, int(model.tex_pathadr[texture]))
@@ -150,7 +151,7 @@ class MaterialLibrary:
                 self._textures[texture] = file
             else:
                 name = model.texture(texture).name or f"texture{texture}"
-                self._textures[texture] = texture_png(model, texture, self.texture_dir / f"{name}.png")
+                self._textures[texture] = texture_png(model, texture, self.texture_dir() / f"{name}.png")
         return self._textures[texture]
 
     def material(self, geom: int) -> Material | None:
@@ -294,12 +295,13 @@ def is_collider(model: mujoco.MjModel, geom: int, collision_from_visuals: bool) 
     return collision_from_visuals or bool(model.geom_contype[geom] or model.geom_conaffinity[geom])
 
 
-def read_geoms(loaded: LoadedModel, robot: Robot, bodies: BodyMap, texture_dir: Path, library: MeshLibrary,
-               collision_from_visuals: bool = False) -> GeomMap:
+def read_geoms(loaded: LoadedModel, robot: Robot, bodies: BodyMap, texture_dir: Callable[[], Path],
+               library: MeshLibrary, collision_from_visuals: bool = False) -> GeomMap:
     """Add a shape for every geom to the link of its body; return where each geom went.
 
     Mesh geometry is MuJoCo's compiled meshes, given to ``library`` (the writer's MeshLibrary). Builtin
-    textures are written as PNGs under ``texture_dir``, a scratch folder the writer copies from.
+    textures are written as PNGs under ``texture_dir()``, a scratch folder the writer copies from (made on
+    the first call: most models have no builtin texture).
     """
     model = loaded.model
     links = {link.name: link for link in robot.links}

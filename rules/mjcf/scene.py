@@ -48,12 +48,13 @@ def author_scene(usd: MjcfUsd) -> Sdf.Path:
     """The PhysicsScene of the model's options; returns its path."""
     option = usd.loaded.model.opt
     path = usd.scope("PhysicsScene")
-    scene = UsdPhysics.Scene.Define(usd.ctx.stage("physics"), path)
-    gravity = np.asarray(option.gravity, dtype=np.float64)
-    magnitude = float(np.linalg.norm(gravity))
-    direction = gravity / magnitude if magnitude > 0 else np.array([0.0, 0.0, -1.0])
-    scene.CreateGravityDirectionAttr(Gf.Vec3f(*map(float, direction)))
-    scene.CreateGravityMagnitudeAttr(magnitude)
+    if usd.authored("physics"):  # else restored: a rebuild opens no stage on its stand-in
+        scene = UsdPhysics.Scene.Define(usd.ctx.stage("physics"), path)
+        gravity = np.asarray(option.gravity, dtype=np.float64)
+        magnitude = float(np.linalg.norm(gravity))
+        direction = gravity / magnitude if magnitude > 0 else np.array([0.0, 0.0, -1.0])
+        scene.CreateGravityDirectionAttr(Gf.Vec3f(*map(float, direction)))
+        scene.CreateGravityMagnitudeAttr(magnitude)
     values = {
         "mjc:compiler:angle": "radian",
         "mjc:option:timestep": option.timestep, "mjc:option:impratio": option.impratio,

@@ -39,7 +39,7 @@ import types
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import mujoco
 import numpy as np
@@ -241,7 +241,40 @@ class Slim:
 
 def decode(blob: bytes) -> Slim:
     """``encode``'s bytes back; ValueError on anything doubtful (see the module docstring)."""
-    return _decode(blob, set(_references()) - set(MESH_ARRAYS))
+    return _decode(blob, _model_fields())
+
+
+@cache
+def _model_fields() -> frozenset[str]:
+    """The fields a slim intermediate of the model holds (every stored field but the meshes' arrays)."""
+    return frozenset(set(_references()) - set(MESH_ARRAYS))
+
+
+class _ArrayRule(NamedTuple):
+    """What a stored array must be, from MuJoCo's value on the reference model: its dtype (and its
+    ``str``), number of dimensions, last dimension when fixed (0: any), whole shape when fixed (None: its
+    first dimension is the size ``count``), and the size its last dimension equals (``_KEY_COLUMNS``)."""
+
+    dtype: np.dtype
+    dtype_str: str
+    ndim: int
+    last: int
+    shape: list[int] | None
+    count: str | None
+    columns: str | None
+
+
+@cache
+def _array_rules() -> dict[str, _ArrayRule]:
+    """Array field → its ``_ArrayRule`` (worked out once per process, not once per array decoded)."""
+    rules = {}
+    for name, reference in _references().items():
+        if isinstance(reference, np.ndarray):
+            count = _row_counts().get(name)
+            rules[name] = _ArrayRule(reference.dtype, reference.dtype.str, reference.ndim,
+                                     int(reference.shape[-1]) if reference.ndim > 1 else 0,
+                                     list(reference.shape) if count is None else None, count, _KEY_COLUMNS.get(name))
+    return rules
 
 
 def decode_meshes(blob: bytes, slim: Slim) -> dict[str, np.ndarray]:
@@ -288,29 +321,27 @@ def _decode(blob: bytes, expected: set[str]) -> Slim:
     floats: dict[np.dtype, list[np.ndarray]] = {}
     if not isinstance(listed, list):
         raise ValueError("arrays")
+    rules = _array_rules()
     for item in listed:
         if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str) and isinstance(item[1], str)
                 and isinstance(item[2], list) and all(type(d) is int and 0 <= d <= MAX_COUNT for d in item[2])
                 and type(item[3]) is int and item[3] >= 0):
             raise ValueError("array entry")
         name, dtype, shape, offset = item
-        reference = _reference_value(name) if name in expected else None
-        if not isinstance(reference, np.ndarray) or name in arrays or dtype != reference.dtype.str \
-                or len(shape) != reference.ndim or (reference.ndim > 1 and reference.shape[-1] and
-                                                   shape[-1] != reference.shape[-1]):
+        rule = rules.get(name) if name in expected else None
+        if rule is None or name in arrays or dtype != rule.dtype_str or len(shape) != rule.ndim \
+                or (rule.last and shape[-1] != rule.last):
             raise ValueError(f"array {name}")
-        count = _row_counts().get(name)
-        if count is None and list(shape) != list(reference.shape):  # fixed size (opt.gravity, stat.center …)
+        if rule.count is None and shape != rule.shape:  # fixed size (opt.gravity, stat.center …)
             raise ValueError(f"array {name}: shape {shape}")
-        if count is not None and shape and shape[0] != sizes.get(count, len(blob)):
-            raise ValueError(f"array {name}: {shape[0]} rows, {count} = {sizes.get(count)}")
-        columns = _KEY_COLUMNS.get(name)
-        if columns is not None and shape[-1] != sizes[columns]:  # a keyframe's qpos/qvel/ctrl row
-            raise ValueError(f"array {name}: {shape[-1]} columns, {columns} = {sizes[columns]}")
+        if rule.count is not None and shape and shape[0] != sizes.get(rule.count, len(blob)):
+            raise ValueError(f"array {name}: {shape[0]} rows, {rule.count} = {sizes.get(rule.count)}")
+        if rule.columns is not None and shape[-1] != sizes[rule.columns]:  # a keyframe's qpos/qvel/ctrl row
+            raise ValueError(f"array {name}: {shape[-1]} columns, {rule.columns} = {sizes[rule.columns]}")
         elements = math.prod(shape)  # exact: no int64 wrap-around of a forged shape
-        if offset + elements * reference.dtype.itemsize > len(body):
+        if offset + elements * rule.dtype.itemsize > len(body):
             raise ValueError(f"array {name} out of bounds")
-        value = np.frombuffer(body, reference.dtype, elements, offset).reshape(shape).copy()
+        value = np.frombuffer(body, rule.dtype, elements, offset).reshape(shape).copy()
         if value.dtype.kind == "f" and value.size > 4096 and not _finite(value):  # a mesh's: not copied again
             raise ValueError(f"array {name} not finite")
         if value.dtype.kind == "f" and 0 < value.size <= 4096:

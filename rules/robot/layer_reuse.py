@@ -17,8 +17,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Iterator, Mapping
 
-_SCOPE: ContextVar[tuple[Any, dict[str, str], dict[str, str], set[str], dict[str, tuple[str, int]]] | None] = \
-    ContextVar("usdforge_layers", default=None)
+#: (store, {unit: key}, {unit: file}, units restored, {file: (sha, size)} restored as they are, {unit: its files
+#: as ``supply`` gave them, or None when looked up and missed}), or None outside a ``layer_scope``.
+_SCOPE: ContextVar[tuple[Any, dict[str, str], dict[str, str], set[str], dict[str, tuple[str, int]],
+                         dict[str, dict[str, bytes] | None]] | None] = ContextVar("usdforge_layers", default=None)
 
 
 @contextmanager
@@ -27,7 +29,7 @@ def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str]) -> Iter
     unit's file, relative to the output folder}. store None: no reuse. Yields the set of units restored
     from the cache (filled as the block runs: ``store_units`` need not store them again)."""
     restored: set[str] = set()
-    token = _SCOPE.set(None if store is None else (store, keys, files, restored, {}))
+    token = _SCOPE.set(None if store is None else (store, keys, files, restored, {}, {}))
     try:
         yield restored
     finally:
@@ -49,8 +51,17 @@ FACTS_UNIT = "articulation_cfg_facts"
 MESH_UNIT = "meshes"
 #: Layer → the unit holding it under its key without the drive fields (``rules.robot.drive_patch``).
 PATCH_BASES = {"physics": "physics_patch_base", "mujoco": "mujoco_patch_base"}
+#: Layer → the unit holding it under its key without ``self_collision``, by kind: the layers a
+#: ``self_collision`` edit patches instead of re-authoring (``rules.robot.self_collision``: physx;
+#: ``rules.mjcf.self_collision``: MJCF's physics).
+SELF_COLLISION_BASES = {"urdf": {"physx": "physx_self_collision_base"},
+                        "mjcf": {"physics": "physics_self_collision_base", "physx": "physx_self_collision_base"}}
 
-_PATCH_BASE_UNITS = frozenset(PATCH_BASES.values())
+#: Base unit → the layer it keeps under another key (``PATCH_BASES``, ``SELF_COLLISION_BASES``).
+_BASE_ROLES = {**{unit: role for role, unit in PATCH_BASES.items()},
+               **{unit: role for bases in SELF_COLLISION_BASES.values() for role, unit in bases.items()}}
+#: Units whose bytes are edited after they are restored (the bases): not written as they are in the cache.
+_PATCH_BASE_UNITS = frozenset(_BASE_ROLES)
 
 #: Files a unit carries besides its own, by unit: the textures of a robot's materials layer and of the mesh
 #: rule's meshes layer (written by the same authoring pass and named by it), restored with it.
@@ -63,11 +74,14 @@ def reused(unit: str) -> dict[str, bytes] | None:
     scope = _SCOPE.get()
     if scope is None or unit not in scope[1]:
         return None
-    store, keys, files, restored, objects = scope
+    store, keys, files, restored, objects, supplied = scope
+    if unit in supplied:  # given by ``supply``, or looked up and missed before
+        return supplied[unit]
     artifact = store.get_entry(keys[unit])
     store.record(f"layer:{unit}", hit=artifact is not None)
     own = [] if artifact is None else [name for name in artifact.files if not _companion(unit, name)]
     if len(own) != 1 or (own[0] != files[unit] and unit not in _ANY_NAME):
+        supplied[unit] = None
         return None
     restored.add(unit)
     # Under this output's name: a mesh's meshes layer is the same whatever the output is called.
@@ -110,6 +124,16 @@ def written_anew(name: str) -> None:
         scope[4].pop(name, None)
 
 
+def supply(unit: str, files: dict[str, bytes]) -> None:
+    """``unit``'s files (relative name → bytes) as this conversion made them from cached parts (a layer
+    patched from a base, restored or patched before the writer asks): ``reused`` gives them from now on,
+    and ``store_units`` does not store the unit under its own key (``derived``)."""
+    scope = _SCOPE.get()
+    if scope is not None and unit in scope[1]:
+        scope[5][unit] = files
+        scope[3].add(unit)
+
+
 def derived(unit: str) -> None:
     """``unit`` was made cheaply from cached parts (a layer patched from its patch base, the Isaac Lab cfg
     from cached facts): ``store_units`` does not store it under its own key, as making it again costs less
@@ -143,6 +167,8 @@ def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written
     under its key; units in ``restored`` came from there."""
     for unit, key in keys.items():
         name = files.get(unit)  # None: a unit that is no output file (FACTS_UNIT), kept by its author
+        if _BASE_ROLES.get(unit) in restored:
+            continue  # a base is kept with its layer when that is authored, not with a restored or patched one
         if name in written and unit not in restored:
             names = [other for other in written if other == name or _companion(unit, other)]
             # A KnownFiles keeps what it knows of each (a file restored as it is need not be read or hashed).

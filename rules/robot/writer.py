@@ -47,6 +47,7 @@ from usdforge.rules.robot.drive_patch import ROLES, Patches, patched_layer
 from usdforge.rules.robot.isaaclab_cfg import hold_saved, note_patched_drives
 from usdforge.rules.robot.layer_reuse import PATCH_BASES, derived, not_reused, reused, written_anew
 from usdforge.rules.robot.layers import RobotLayers, source_name
+from usdforge.rules.robot.self_collision import supply_physx_layer
 from usdforge.rules.robot.materials import Materials
 from usdforge.rules.robot.inertia import placeholder_inertial
 from usdforge.rules.robot.meshes import MeshLibrary
@@ -187,6 +188,8 @@ class _RobotWriter:
         self.robot = robot
         self.options = options
         self.views: Callable[[str], Any] = views or (lambda role: options)
+        if options.layered:  # a self_collision edit: the physx layer patched from the cache, when it can be
+            supply_physx_layer(self.views("physx").self_collision)
         self.restored = _restored(options.layered)
         #: Layers patched from the build cache (``rules.robot.drive_patch``), held open for the Isaac Lab cfg.
         self.patched: list[Sdf.Layer] = []
@@ -200,14 +203,13 @@ class _RobotWriter:
                              geometry=not self.layers.authored("geometry"), collider_options=self.views("physics"))
         self.link_paths: dict[str, Sdf.Path] = {}
         self.joint_paths: dict[str, Sdf.Path] = {}
-        self._root_children: set[str] = {"joints", "Looks"}
+        self._root_children: set[str] = set(_ROOT_CHILDREN)
         self._colliders_author: Colliders | None = None
 
     def write(self) -> list[Path]:
         authored = self.layers.authored
         taken_frames = self._root_children
-        for link in self.robot.links:
-            self.link_paths[link.name] = self.root.AppendChild(unique_name(link.name, taken_frames))
+        self.link_paths.update(link_paths(self.root, self.robot, taken_frames))
         if authored("base"):
             self._base(taken_frames)
         # A collider decomposed into convex parts is named by the decomposition (and CoACD missing is
@@ -324,6 +326,17 @@ class _RobotWriter:
         if link.kinematic:
             sdf.attribute(spec, "physics:kinematicEnabled", T.Bool, True)
         sdf.mass(spec, inertial.mass, inertial.center_of_mass, inertial.inertia)
+
+
+#: The robot root's own children, whose names links and frames do not take.
+_ROOT_CHILDREN = ("joints", "Looks")
+
+
+def link_paths(root: Sdf.Path, robot: Robot, taken: set[str] | None = None) -> dict[str, Sdf.Path]:
+    """Link name → its prim path under ``root`` (names made unique in ``taken``, which keeps them; by default
+    the root's own children, ``joints`` and ``Looks``), from the robot model alone."""
+    taken = set(_ROOT_CHILDREN) if taken is None else taken
+    return {link.name: root.AppendChild(unique_name(link.name, taken)) for link in robot.links}
 
 
 def _patch_drives(restored: dict[str, tuple[str, dict[str, bytes]]], robot: Robot, patches: Patches,
