@@ -270,3 +270,57 @@ def test_a_real_dask_worker_returning_a_file_outside_writes_nothing(tmp_path, ho
     assert list(outside.iterdir()) == [] and not list(tmp_path.rglob("escaped-by-worker.txt"))
     assert not (work / "build" / "usd" / "box").exists()
     assert not list((work / "build" / "cache").rglob("*.json")) if (work / "build" / "cache").exists() else True
+
+
+def test_cached_mesh_parts_that_name_a_texture_or_do_not_fit_are_read_again_from_the_file(tmp_path):
+    """The mesh cache's parts (``rules.robot.meshes.parts_from_bytes``) are untrusted: an entry naming a
+    texture file (the writer would copy it into the output, unchecked), faces past the points, a value that
+    is not finite or a header that is not a list of parts is refused, and the library reads the file."""
+    import numpy as np
+
+    from usdforge.rules.robot import meshes as robot_meshes
+    from usdforge.rules.robot.meshes import MeshLibrary, parts_from_bytes, parts_to_bytes
+
+    path = meshes.write_mesh(tmp_path, "stl")
+    parts = MeshLibrary().parts(path)
+    data = parts_to_bytes(parts)
+    assert [p.name for p in parts_from_bytes(data)] == [p.name for p in parts]
+    size = int.from_bytes(data[:8], "little")
+    header, body = json.loads(data[8:8 + size]), data[8 + size:]
+
+    def forged(meta, arrays=body) -> bytes:
+        text = json.dumps(meta).encode()
+        return len(text).to_bytes(8, "little") + text + arrays
+
+    outside = [{**header[0], "texture": "../../../etc/hostname"}]
+    def replaced(field: str, value) -> bytes:  # the first number of ``field`` set to ``value``
+        dtype, _, offset = header[0]["arrays"][field]
+        raw = np.dtype(dtype).type(value).tobytes()
+        return body[:offset] + raw + body[offset + len(raw):]
+
+    past, nan = replaced("faces", 10 ** 6), replaced("points", np.nan)
+    for bad in (forged(outside), forged(header, past), forged(header, nan), forged([1]),
+                forged({"a": 1})):
+        with pytest.raises((ValueError, KeyError, TypeError, AttributeError)):
+            parts_from_bytes(bad)
+
+    class Entry:
+        files = {robot_meshes._PARTS_FILE: forged(outside)}
+
+    class Forged:
+        def get_entry(self, key):
+            return Entry()
+
+        def record(self, *args, **kwargs):
+            pass
+
+        def put_entry(self, *args, **kwargs):
+            pass
+
+    token = robot_meshes._MESH_CACHE.set((Forged(), lambda file: "digest"))
+    try:
+        again = MeshLibrary().parts(path)
+    finally:
+        robot_meshes._MESH_CACHE.reset(token)
+    assert all(part.texture is None for part in again)
+    np.testing.assert_array_equal(again[0].points, parts[0].points)

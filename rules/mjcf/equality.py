@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
-from pxr import Gf, Sdf, UsdPhysics
+from pxr import Gf, Sdf, Usd, UsdPhysics
 
 from usdforge.rules.mjcf.bodies import BodyMap, pose_matrix, translation
 from usdforge.rules.mjcf.load import LoadedModel
@@ -105,7 +105,8 @@ def _world_frame(usd: MjcfUsd, body: int, frame: np.ndarray) -> tuple[Sdf.Path |
 def author_loop_closures(usd: MjcfUsd) -> None:
     """connect and weld equalities as excluded joints (see the module docstring)."""
     model = usd.loaded.model
-    physics = usd.ctx.stage("physics")
+    # A rebuild that restores the physics layer opens no stage on its stand-in.
+    physics = usd.ctx.stage("physics") if usd.authored("physics") else None
     scope = usd.scope("joints")
     taken = {path.name for path in usd.ctx.joint_paths.values()}
     for equality in range(model.neq):
@@ -121,39 +122,49 @@ def author_loop_closures(usd: MjcfUsd) -> None:
         site_based = int(model.eq_objtype[equality]) == _SITE and None not in sites
         name = equality_name(model, equality)
         path = scope.AppendChild(unique_name(name, taken))
-        joint = (UsdPhysics.SphericalJoint if kind == CONNECT else UsdPhysics.FixedJoint).Define(physics, path)
-        if path1 is not None:
-            joint.CreateBody0Rel().SetTargets([path1])
-        if path2 is not None:
-            joint.CreateBody1Rel().SetTargets([path2])
-        if site_based:
-            # The joint between the two sites themselves, frames at the sites: MuJoCo's decoder reads that
-            # as MuJoCo's site-based constraint (the sites pulled together, whatever their rest poses);
-            # read as body anchors it would hold the bodies as they are at rest.
-            joint.CreateBody0Rel().SetTargets([sites[1]])
-            joint.CreateBody1Rel().SetTargets([sites[0]])
-            frame1, frame2 = np.eye(4), np.eye(4)
-        elif kind == CONNECT:
-            # Only the anchors matter; orient both frames as the world so they agree at rest.
-            rotation0 = _body_rotation(usd, path1)
-            rotation1 = _body_rotation(usd, path2)
-            frame1 = frame1.copy()
-            frame2 = frame2.copy()
-            frame1[:3, :3] = rotation0.T
-            frame2[:3, :3] = rotation1.T
-        joint.CreateLocalPos0Attr(Gf.Vec3f(*map(float, frame1[:3, 3])))
-        joint.CreateLocalRot0Attr(_quatf(frame1[:3, :3]))
-        joint.CreateLocalPos1Attr(Gf.Vec3f(*map(float, frame2[:3, 3])))
-        joint.CreateLocalRot1Attr(_quatf(frame2[:3, :3]))
-        joint.CreateExcludeFromArticulationAttr(True)
-        joint.CreateJointEnabledAttr(bool(model.eq_active0[equality]))
-        set_custom(joint.GetPrim(), "usdforge:sourceName", name)
+        if physics is not None:  # else physics is restored from the build cache: only the mujoco values
+            _author_loop_joint(physics, path, kind, name, bool(model.eq_active0[equality]), path1, frame1, path2,
+                               frame2, sites if site_based else None, usd)
         values = {"mjc:solref": model.eq_solref[equality], "mjc:solimp": model.eq_solimp[equality]}
         schema = "MjcEqualityConnectAPI"
         if kind == WELD:
             values["mjc:torqueScale"] = float(model.eq_data[equality, 10])
             schema = "MjcEqualityWeldAPI"
         set_all(usd.prim("mujoco", path), values, ["MjcEqualityAPI", schema])
+
+
+def _author_loop_joint(physics: Usd.Stage, path: Sdf.Path, kind: int, name: str, enabled: bool,
+                       path1: Sdf.Path | None, frame1: np.ndarray, path2: Sdf.Path | None, frame2: np.ndarray,
+                       sites: list[Sdf.Path] | None, usd: MjcfUsd) -> None:
+    """One connect or weld equality's excluded joint in the physics stage (``author_loop_closures``):
+    frames (4, 4) in each body; sites: the two sites of a site-based one, else None."""
+    joint = (UsdPhysics.SphericalJoint if kind == CONNECT else UsdPhysics.FixedJoint).Define(physics, path)
+    if path1 is not None:
+        joint.CreateBody0Rel().SetTargets([path1])
+    if path2 is not None:
+        joint.CreateBody1Rel().SetTargets([path2])
+    if sites is not None:
+        # The joint between the two sites themselves, frames at the sites: MuJoCo's decoder reads that
+        # as MuJoCo's site-based constraint (the sites pulled together, whatever their rest poses);
+        # read as body anchors it would hold the bodies as they are at rest.
+        joint.CreateBody0Rel().SetTargets([sites[1]])
+        joint.CreateBody1Rel().SetTargets([sites[0]])
+        frame1, frame2 = np.eye(4), np.eye(4)
+    elif kind == CONNECT:
+        # Only the anchors matter; orient both frames as the world so they agree at rest.
+        rotation0 = _body_rotation(usd, path1)
+        rotation1 = _body_rotation(usd, path2)
+        frame1 = frame1.copy()
+        frame2 = frame2.copy()
+        frame1[:3, :3] = rotation0.T
+        frame2[:3, :3] = rotation1.T
+    joint.CreateLocalPos0Attr(Gf.Vec3f(*map(float, frame1[:3, 3])))
+    joint.CreateLocalRot0Attr(_quatf(frame1[:3, :3]))
+    joint.CreateLocalPos1Attr(Gf.Vec3f(*map(float, frame2[:3, 3])))
+    joint.CreateLocalRot1Attr(_quatf(frame2[:3, :3]))
+    joint.CreateExcludeFromArticulationAttr(True)
+    joint.CreateJointEnabledAttr(enabled)
+    set_custom(joint.GetPrim(), "usdforge:sourceName", name)
 
 
 def _body_rotation(usd: MjcfUsd, path: Sdf.Path | None) -> np.ndarray:

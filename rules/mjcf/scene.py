@@ -48,7 +48,7 @@ def author_scene(usd: MjcfUsd) -> Sdf.Path:
     """The PhysicsScene of the model's options; returns its path."""
     option = usd.loaded.model.opt
     path = usd.scope("PhysicsScene")
-    if usd.authored("physics"):  # else restored: a rebuild opens no stage on its stand-in
+    if usd.authored("physics"):  # else restored: no stage opened on its stand-in
         scene = UsdPhysics.Scene.Define(usd.ctx.stage("physics"), path)
         gravity = np.asarray(option.gravity, dtype=np.float64)
         magnitude = float(np.linalg.norm(gravity))

@@ -29,9 +29,8 @@ from usdforge.rules.mjcf.contacts import author_filtered_pairs, never_touching_b
 from usdforge.rules.mjcf.geoms import GeomMap
 from usdforge.rules.mjcf.load import LoadedModel
 from usdforge.rules.mjcf.usd import MjcfUsd
-from usdforge.rules.outputs import ROBOT_LAYER_FILES
 from usdforge.rules.robot.joints import joint_paths
-from usdforge.rules.robot.layer_reuse import SELF_COLLISION_BASES, derived, keyed, reused, supply
+from usdforge.rules.robot.layer_reuse import SELF_COLLISION_BASES, supply_patched
 from usdforge.rules.robot.model import Robot
 from usdforge.rules.robot.writer import link_paths
 from usdforge.rules.usd import layer as sdf
@@ -47,25 +46,8 @@ def supply_self_collision_layers(loaded: LoadedModel, robot: Robot, bodies: Body
     this ``self_collision`` asks for when the build cache holds it under its own key or under the key
     without the field (patched here); otherwise nothing (it is authored). The physx layer:
     ``rules.robot.self_collision``, for every robot."""
-    base_unit = SELF_COLLISION_BASES["mjcf"]["physics"]
-    if not keyed("physics") or not keyed(base_unit):
-        return
-    own = reused("physics")
-    if own is not None:  # the writer asks again: given, not looked up twice
-        supply("physics", own)
-        derived(base_unit)  # kept when the layer was: not stored again
-        return
-    name = ROBOT_LAYER_FILES["physics"]
-    base = reused(base_unit)
-    if base is None or set(base) != {name}:
-        return
-    try:
-        text = base[name].decode("utf-8")
-    except UnicodeDecodeError:
-        return
-    patched = _refiltered(text, loaded, robot, bodies, geoms, self_collision)
-    if patched is not None:
-        supply("physics", {name: patched.encode("utf-8")})
+    supply_patched("physics", SELF_COLLISION_BASES["mjcf"]["physics"],
+                   lambda text: _refiltered(text, loaded, robot, bodies, geoms, self_collision))
 
 
 def _refiltered(text: str, loaded: LoadedModel, robot: Robot, bodies: BodyMap, geoms: GeomMap,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 #: (store, {unit: key}, {unit: file}, units restored, {file: (sha, size)} restored as they are, {unit: its files
 #: as ``supply`` gave them, or None when looked up and missed}), or None outside a ``layer_scope``.
@@ -132,6 +132,32 @@ def supply(unit: str, files: dict[str, bytes]) -> None:
     if scope is not None and unit in scope[1]:
         scope[5][unit] = files
         scope[3].add(unit)
+
+
+def supply_patched(role: str, base_unit: str, patch: Callable[[str], str | None]) -> None:
+    """Give the writer ``role``'s layer when the build cache holds it under its own key, or under
+    ``base_unit`` (its key without one cfg field: ``SELF_COLLISION_BASES``) patched by ``patch`` (the base's
+    text → the layer's, None when it cannot be patched); otherwise nothing: the layer is authored. Outside
+    a conversion with layer reuse, nothing."""
+    from usdforge.rules.outputs import ROBOT_LAYER_FILES
+
+    if not keyed(role) or not keyed(base_unit):
+        return
+    own = reused(role)
+    if own is not None:  # the writer asks again: given, not looked up twice
+        supply(role, own)
+        return
+    name = ROBOT_LAYER_FILES[role]
+    base = reused(base_unit)
+    if base is None or set(base) != {name}:
+        return
+    try:
+        text = base[name].decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    patched = patch(text)
+    if patched is not None:
+        supply(role, {name: patched.encode("utf-8")})
 
 
 def derived(unit: str) -> None:

@@ -396,9 +396,9 @@ def mesh_key(path: Path, digest: Callable[[Path], str] = _file_sha) -> str:
 _ARRAYS = ("points", "faces", "normals", "uv", "colors", "normal_indices")
 
 
-def parts_to_bytes(parts: list[MeshPart], folder: Path) -> bytes:
-    """The parts as bytes: a JSON header (names, colours, texture paths relative to ``folder``, and each
-    array's dtype, shape and offset) then the arrays' raw bytes, exactly as they are."""
+def parts_to_bytes(parts: list[MeshPart]) -> bytes:
+    """The parts (none with a texture) as bytes: a JSON header (names, colours, and each array's dtype, shape
+    and offset) then the arrays' raw bytes, exactly as they are."""
     meta, chunks, offset = [], [], 0
     for part in parts:
         arrays = {}
@@ -410,29 +410,61 @@ def parts_to_bytes(parts: list[MeshPart], folder: Path) -> bytes:
                 chunks.append(value.tobytes())
                 offset += value.nbytes
         meta.append({"name": part.name, "color": None if part.color is None else [float(c) for c in part.color],
-                     "texture": None if part.texture is None else os.path.relpath(part.texture, folder),
-                     "arrays": arrays})
+                     "texture": None, "arrays": arrays})  # the key kept: entries made before read alike
     header = json.dumps(meta).encode()
     return len(header).to_bytes(8, "little") + header + b"".join(chunks)
 
 
-def parts_from_bytes(data: bytes, folder: Path) -> list[MeshPart]:
-    """``parts_to_bytes`` reversed (arrays in one writable buffer, no copy per array)."""
+def parts_from_bytes(data: bytes) -> list[MeshPart]:
+    """``parts_to_bytes`` reversed (arrays in one writable buffer, no copy per array). The build cache is
+    untrusted: ValueError for bytes it did not write, a part naming a texture file (the store keeps none:
+    the file would be copied into the output without the reference check), or arrays that are not finite
+    numbers or do not fit the part's points and faces (the writer indexes them)."""
     size = int.from_bytes(data[:8], "little")
     meta = json.loads(data[8:8 + size])
     buffer = bytearray(data[8 + size:])
+    if not isinstance(meta, list):
+        raise ValueError("not a list of parts")
     parts = []
     for item in meta:
+        if item.get("texture") is not None:
+            raise ValueError("a cached part names a texture file")
         fields = {}
         for field, (dtype, shape, offset) in item["arrays"].items():
             dtype = np.dtype(dtype)
+            if field not in _ARRAYS or dtype.kind not in "fiu":
+                raise ValueError(f"unexpected array {field} of {dtype}")
             count = int(np.prod(shape)) if shape else 1
             fields[field] = np.frombuffer(buffer, dtype, count, offset).reshape(shape)
-        parts.append(MeshPart(item["name"], fields.pop("points"), fields.pop("faces"), **fields,
-                              color=None if item["color"] is None else tuple(item["color"]),
-                              texture=None if item["texture"] is None else
-                              Path(os.path.normpath(folder / item["texture"]))))
+        _check_fits(fields)
+        parts.append(MeshPart(str(item["name"]), fields.pop("points"), fields.pop("faces"), **fields,
+                              color=None if item["color"] is None else tuple(float(c) for c in item["color"])))
     return parts
+
+
+def _check_fits(fields: dict[str, np.ndarray]) -> None:
+    """ValueError unless ``fields`` are a part's arrays as ``MeshPart`` describes them: finite points (V, 3),
+    integer faces (F, 3) indexing them, and normals, normal indices, UVs and colours of the sizes they
+    must have."""
+    points, faces = fields["points"], fields["faces"]
+    if points.ndim != 2 or points.shape[1] != 3 or faces.ndim != 2 or faces.shape[1] != 3 or faces.dtype.kind == "f":
+        raise ValueError("points or faces of the wrong shape")
+    if faces.size and (int(faces.min()) < 0 or int(faces.max()) >= len(points)):
+        raise ValueError("faces past the points")
+    corners, indices, normals = 3 * len(faces), fields.get("normal_indices"), fields.get("normals")
+    if indices is not None and (normals is None or indices.shape != (corners,) or indices.dtype.kind == "f"
+                                or (indices.size and (int(indices.min()) < 0 or int(indices.max()) >= len(normals)))):
+        raise ValueError("normal indices that do not fit")
+    sizes = {"normals": (None if indices is not None else (corners,), 3), "uv": ((corners, len(points)), 2),
+             "colors": ((len(points),), 4)}
+    for field, (lengths, width) in sizes.items():
+        value = fields.get(field)
+        if value is not None and (value.ndim != 2 or value.shape[1] != width
+                                  or (lengths is not None and len(value) not in lengths)):
+            raise ValueError(f"{field} that do not fit the part")
+    for value in fields.values():
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            raise ValueError("a value that is not a finite number")
 
 
 class MeshLibrary:
@@ -455,14 +487,14 @@ class MeshLibrary:
         store.record("mesh-geometry", hit=cached is not None)
         if cached is not None:
             try:
-                return parts_from_bytes(cached.files[_PARTS_FILE], path.parent)
-            except (KeyError, ValueError, OSError):
-                pass  # an artifact of another layout: read the file
+                return parts_from_bytes(cached.files[_PARTS_FILE])
+            except (KeyError, ValueError, TypeError, AttributeError, OSError):
+                pass  # another layout's entry, or bytes usdforge did not write: read the file
         parts = self._read_file(path)
         # Textures are not stored: in-memory ones have no file, and a texture file named by an entry (untrusted)
         # would be copied into the output without the reference check.
         if all(part.image is None and part.texture is None for part in parts):
-            store.put_entry(key, {_PARTS_FILE: parts_to_bytes(parts, path.parent)},
+            store.put_entry(key, {_PARTS_FILE: parts_to_bytes(parts)},
                             {"parts": [part.name for part in parts]}, kind="mesh-geometry")
         return parts
 

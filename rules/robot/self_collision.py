@@ -14,38 +14,23 @@ from __future__ import annotations
 
 import re
 
-from usdforge.rules.outputs import ROBOT_LAYER_FILES
-from usdforge.rules.robot.layer_reuse import SELF_COLLISION_BASES, derived, keyed, reused, supply
+from usdforge.rules.robot.layer_reuse import SELF_COLLISION_BASES, supply_patched
 
 #: What ``rules.robot.articulation`` sets from ``self_collision`` in the physx layer.
 ENABLED = "physxArticulation:enabledSelfCollisions"
 #: The unit keeping the physx layer under its key without ``self_collision`` (``pipeline.layer_keys``).
 PHYSX_BASE = SELF_COLLISION_BASES["urdf"]["physx"]
 #: Its value line in the physx layer's text.
-_ENABLED_LINE = re.compile(rf"^(\s*bool {re.escape(ENABLED)} = )[01]$", re.MULTILINE)
+#: Spaces and tabs only: ``\s*`` would also take newlines, and a forged entry of blank lines would take
+#: quadratic time.
+_ENABLED_LINE = re.compile(rf"^([ \t]*bool {re.escape(ENABLED)} = )[01]$", re.MULTILINE)
 
 
 def supply_physx_layer(self_collision: bool) -> None:
     """Inside a conversion with layer reuse (``rules.robot.layer_reuse``), give the writer the physx layer
     this ``self_collision`` asks for when the build cache holds it under its own key or under the key
     without the field (patched here); otherwise nothing (it is authored)."""
-    if not keyed("physx") or not keyed(PHYSX_BASE):
-        return
-    own = reused("physx")
-    if own is not None:  # the writer asks again: given, not looked up twice
-        supply("physx", own)
-        derived(PHYSX_BASE)  # kept when the layer was: not stored again
-        return
-    name = ROBOT_LAYER_FILES["physx"]
-    base = reused(PHYSX_BASE)
-    if base is None or set(base) != {name}:
-        return
-    try:
-        patched = enabled_set(base[name].decode("utf-8"), self_collision)
-    except UnicodeDecodeError:
-        return
-    if patched is not None:
-        supply("physx", {name: patched.encode("utf-8")})
+    supply_patched("physx", PHYSX_BASE, lambda text: enabled_set(text, self_collision))
 
 
 def enabled_set(text: str, enabled: bool) -> str | None:
