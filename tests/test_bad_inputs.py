@@ -267,3 +267,23 @@ def test_an_obj_vertex_line_with_too_few_numbers_is_a_warning_naming_the_file(tm
     lines = capsys.readouterr().err.strip().splitlines()
     assert status == 0 and "Traceback" not in "\n".join(lines)
     assert any("short.obj: mesh vertices with 2 coordinates instead of 3" in line for line in lines), lines
+
+
+def test_a_flat_mesh_encloses_no_volume_and_gives_no_traceback(tmp_path, capsys):
+    """A mesh whose points lie in one plane has no volume (qhull refuses to build its hull): a URDF link
+    whose mass alone is given, with such a mesh as its only shape, converts with the isotropic-inertia
+    warning; the mesh converter asked for that mesh's mass says in one line that it encloses no volume.
+    Found by bench/fuzz.py (a QhullError traceback before)."""
+    (tmp_path / "flat.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+    (tmp_path / "flat.urdf").write_text(
+        '<robot name="flat"><link name="base"><inertial><mass value="1"/></inertial>'
+        '<visual><geometry><mesh filename="flat.obj"/></geometry></visual></link></robot>')
+    assert main(["convert", str(tmp_path / "flat.urdf"), str(tmp_path / "out.usda"), "--no-cache"]) == 0
+    assert "no <inertia>" in capsys.readouterr().err
+    from usdforge.pipeline import MeshConverter
+    from usdforge.rules.errors import ConversionError
+    from usdforge.schemas import MassPropertiesCfg, MeshConverterCfg
+
+    with pytest.raises(ConversionError, match="encloses no volume"):
+        MeshConverter(MeshConverterCfg(asset_path=str(tmp_path / "flat.obj"), usd_dir=str(tmp_path / "mesh"),
+                                       mass_props=MassPropertiesCfg(mass=2.0)), cache=False)

@@ -106,13 +106,10 @@ def author_mass_properties(root: Usd.Prim, cfg: MeshConverterCfg, parts: list[Me
     author_cfg(root, mass_props)
     if mass_props.mass is None:
         return  # density only: the engine integrates it over the colliders
-    from usdforge.rules.mesh.read import combined_mesh
+    from usdforge.rules.mesh.read import combined_mesh, enclosed
 
-    mesh = combined_mesh(parts, geometry_transform(cfg))
-    if not mesh.is_volume:
-        # An open or inconsistent surface has no meaningful volume: its convex hull does.
-        mesh = mesh.convex_hull
-    if mesh.volume <= 0:
+    mesh = enclosed(combined_mesh(parts, geometry_transform(cfg)))  # an open surface: its hull
+    if mesh is None or mesh.volume <= 0:
         raise ConversionError(asset, "cannot compute inertia: the mesh encloses no volume")
     mesh.density = mass_props.mass / mesh.volume
     author_mass(root, mass_props.mass, mesh.center_mass, mesh.moment_inertia)

@@ -244,6 +244,18 @@ def load_parts_with_assimp(path: Path) -> list[MeshPart]:
     return parts
 
 
+def enclosed(mesh: trimesh.Trimesh) -> trimesh.Trimesh | None:
+    """What a mesh's volume, centre of mass and inertia are taken from: ``mesh`` itself when it is a closed,
+    consistently wound surface, else its convex hull (an open surface encloses no meaningful volume); None
+    when its points span no volume (fewer than four, or all in one plane: qhull refuses them)."""
+    if mesh.is_volume:
+        return mesh
+    try:
+        return mesh.convex_hull
+    except Exception:  # noqa: BLE001 - scipy's QhullError, trimesh's ValueError on no points: no volume
+        return None
+
+
 def combined_mesh(parts: list[MeshPart], transform: np.ndarray | None = None) -> trimesh.Trimesh:
     """All parts in one mesh, in the frame ``transform`` maps the file's frame into."""
     meshes = [part.mesh.copy().apply_transform((transform if transform is not None else np.eye(4))

@@ -585,12 +585,12 @@ class MeshLibrary:
         if key not in self._volumes:
             import trimesh
 
+            from usdforge.rules.mesh.read import enclosed
+
             mesh = trimesh.util.concatenate([part.trimesh() for part in self.parts(*key)])
             mesh.merge_vertices()
-            if not mesh.is_volume:
-                # An open or inconsistently wound surface has no meaningful volume: its hull does.
-                mesh = mesh.convex_hull
-            volume = float(abs(mesh.volume))
+            mesh = enclosed(mesh)  # an open surface: its hull; a flat one: None
+            volume = 0.0 if mesh is None else float(abs(mesh.volume))
             if volume <= 0.0:
                 self._volumes[key] = VolumeProperties(0.0, np.zeros(3), np.zeros((3, 3)))
             else:

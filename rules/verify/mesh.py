@@ -85,9 +85,13 @@ def verify_mesh(source: str | Path, stage, cfg: dict[str, Any] | None = None) ->
         mass = prim.GetAttribute("physics:mass").Get() if prim.HasAttribute("physics:mass") else None
         if mass is None or abs(mass - mass_props["mass"]) > 1e-6 * max(1.0, mass_props["mass"]):
             result.add(Finding("mesh-mass", root, f"physics:mass = {mass}, the cfg asks for {mass_props['mass']} kg"))
-        solid = expected if expected.is_volume else expected.convex_hull
+        from usdforge.rules.mesh.read import enclosed
+
+        solid = enclosed(expected)
         center = prim.GetAttribute("physics:centerOfMass").Get() if prim.HasAttribute("physics:centerOfMass") else None
-        if center is None or np.abs(np.array(center) - solid.center_mass).max() > RELATIVE_TOLERANCE * size:
+        if solid is None:
+            result.add(Finding("mesh-mass", root, "the mesh encloses no volume: no centre of mass to compare"))
+        elif center is None or np.abs(np.array(center) - solid.center_mass).max() > RELATIVE_TOLERANCE * size:
             result.add(Finding("mesh-mass", root, f"physics:centerOfMass = {center}, trimesh says "
                                f"{np.round(solid.center_mass, 6).tolist()}"))
     result.detail = (f"{len(expected.faces)} source triangles; bounds within {offset:.2g} m; "
