@@ -311,11 +311,11 @@ def test_cached_mesh_parts_that_name_a_texture_or_do_not_fit_are_read_again_from
         def get_entry(self, key):
             return Entry()
 
-        def record(self, *args, **kwargs):
-            pass
+        def record(self, *args, **kwargs) -> None:
+            """No statistics in this test."""
 
-        def put_entry(self, *args, **kwargs):
-            pass
+        def put_entry(self, *args, **kwargs) -> None:
+            """Nothing stored: the forged entry stays the one read."""
 
     token = robot_meshes._MESH_CACHE.set((Forged(), lambda file: "digest"))
     try:
