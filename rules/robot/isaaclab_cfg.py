@@ -38,20 +38,51 @@ from usdforge.rules.outputs import articulation_cfg_file_name
 #: Effort limit (N·m or N) written where the asset has none or 0: without one, MuJoCo-Warp (Isaac Lab's
 #: Newton solver) refuses the joint's force range ("actfrcrange[0] should be smaller than actfrcrange[1]").
 _PASSIVE_EFFORT = 1.0e6
-def _joint_facts(stage: Usd.Stage) -> list[dict]:
+class _Walk:
+    """The prims under a stage's default prim, walked once, with each prim's type name and applied API schemas:
+    the facts ask five questions of every prim, and ``IsA``/``HasAPI`` cost about a microsecond each per
+    prim. ``is_a`` answers ``Usd.Prim.IsA`` once per type name (it depends on the type alone); ``has_api``
+    is ``Usd.Prim.HasAPI`` of a schema no other API schema derives from (its name in the applied list)."""
+
+    def __init__(self, stage: Usd.Stage):
+        self.root = stage.GetDefaultPrim()
+        self.prims = [(prim, prim.GetTypeName(), prim.GetAppliedSchemas()) for prim in Usd.PrimRange(self.root)]
+        self._kinds: dict[tuple[str, type], bool] = {}
+
+    def is_a(self, prim: Usd.Prim, type_name: str, schema: type) -> bool:
+        key = (type_name, schema)
+        kind = self._kinds.get(key)
+        if kind is None:
+            kind = self._kinds[key] = prim.IsA(schema)
+        return kind
+
+    def of_type(self, schema: type) -> list[Usd.Prim]:
+        """The prims that are a ``schema``, in traversal order."""
+        return [prim for prim, type_name, _ in self.prims if self.is_a(prim, type_name, schema)]
+
+    def with_api(self, name: str) -> list[Usd.Prim]:
+        """The prims with the API schema ``name`` (``PhysicsArticulationRootAPI``) applied, in traversal order."""
+        return [prim for prim, _, applied in self.prims if name in applied]
+
+
+def _walked(stage: Usd.Stage | _Walk) -> _Walk:
+    return stage if isinstance(stage, _Walk) else _Walk(stage)
+
+
+def _joint_facts(stage: Usd.Stage | _Walk) -> list[dict]:
     """Every joint Isaac Lab drives: name, angular, limits (rad or m), drive gains (SI per radian)."""
     facts = []
-    root = stage.GetDefaultPrim()
-    for prim in Usd.PrimRange(root):
-        angular = prim.IsA(UsdPhysics.RevoluteJoint)
-        if not (angular or prim.IsA(UsdPhysics.PrismaticJoint)):
+    walk = _walked(stage)
+    for prim, type_name, applied in walk.prims:
+        angular = walk.is_a(prim, type_name, UsdPhysics.RevoluteJoint)
+        if not (angular or walk.is_a(prim, type_name, UsdPhysics.PrismaticJoint)):
             continue
         if prim.GetAttribute("physics:excludeFromArticulation").Get():
             continue
         scale = math.pi / 180.0 if angular else 1.0  # USD degrees → radians; per degree → per radian
         lower, upper = (prim.GetAttribute(f"physics:{n}Limit").Get() for n in ("lower", "upper"))
         axis = "angular" if angular else "linear"
-        drive = UsdPhysics.DriveAPI(prim, axis) if prim.HasAPI(UsdPhysics.DriveAPI, axis) else None
+        drive = UsdPhysics.DriveAPI(prim, axis) if f"PhysicsDriveAPI:{axis}" in applied else None
         fact = {"name": prim.GetName(), "path": str(prim.GetPath()), "angular": angular,
                 "lower": lower * scale if lower is not None and abs(lower) < 1e30 else None,
                 "upper": upper * scale if upper is not None and abs(upper) < 1e30 else None,
@@ -68,21 +99,22 @@ def _joint_facts(stage: Usd.Stage) -> list[dict]:
     return facts
 
 
-def _base(stage: Usd.Stage) -> tuple[bool, list[float], list[float], list[float]]:
+def _base(stage: Usd.Stage | _Walk) -> tuple[bool, list[float], list[float], list[float]]:
     """(fixed, pos, rot (x, y, z, w), root offset) of the articulation in the asset's frame."""
-    root = stage.GetDefaultPrim()
-    carrier = next((p for p in Usd.PrimRange(root) if p.HasAPI(UsdPhysics.ArticulationRootAPI)), None)
+    walk = _walked(stage)
+    root = walk.root
+    carriers = walk.with_api("PhysicsArticulationRootAPI")
+    carrier = carriers[0] if carriers else None
     identity = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]
     if carrier is None or not carrier.HasAPI(UsdPhysics.RigidBodyAPI):
         # The API on the robot's Xform: a fixed base anchored at the asset's origin.
         offset = [0.0, 0.0, 0.0]
-        for prim in Usd.PrimRange(root):
-            if prim.IsA(UsdPhysics.FixedJoint):
-                joint = UsdPhysics.FixedJoint(prim)
-                if joint.GetBody0Rel().GetTargets() in ([], [root.GetPath()]) and joint.GetBody1Rel().GetTargets():
-                    body = stage.GetPrimAtPath(joint.GetBody1Rel().GetTargets()[0])
-                    offset = _pose(body)[0]
-                    break
+        for prim in walk.of_type(UsdPhysics.FixedJoint):
+            joint = UsdPhysics.FixedJoint(prim)
+            if joint.GetBody0Rel().GetTargets() in ([], [root.GetPath()]) and joint.GetBody1Rel().GetTargets():
+                body = prim.GetStage().GetPrimAtPath(joint.GetBody1Rel().GetTargets()[0])
+                offset = _pose(body)[0]
+                break
         return True, *identity, offset
     pos, rot = _pose(carrier)
     return False, pos, rot, [0.0, 0.0, 0.0]
@@ -97,15 +129,14 @@ def _pose(prim: Usd.Prim) -> tuple[list[float], list[float]]:
     return [round(float(v), 9) for v in t], [round(float(v), 9) for v in (*q.GetImaginary(), q.GetReal())]
 
 
-def source_time_step(stage: Usd.Stage) -> float | None:
+def source_time_step(stage: Usd.Stage | _Walk) -> float | None:
     """Seconds per step of the asset's own ``PhysicsScene`` (``import_physics_scene``: MuJoCo's
     ``<option timestep>``), or None when it has none."""
-    for prim in Usd.PrimRange(stage.GetDefaultPrim()):
-        if prim.IsA(UsdPhysics.Scene):
-            for name in ("newton:timeStepsPerSecond", "physxScene:timeStepsPerSecond"):
-                steps = prim.GetAttribute(name).Get()
-                if steps:
-                    return 1.0 / float(steps)
+    for prim in _walked(stage).of_type(UsdPhysics.Scene):
+        for name in ("newton:timeStepsPerSecond", "physxScene:timeStepsPerSecond"):
+            steps = prim.GetAttribute(name).Get()
+            if steps:
+                return 1.0 / float(steps)
     return None
 
 
@@ -178,18 +209,18 @@ def articulation_facts(stage: Usd.Stage) -> dict:
     """What the cfg says of the robot on ``stage`` (plain data; ``render_facts`` writes it): whether it is a
     rigid object, its name, the time step, and for an articulation its joints (``_joint_facts``), the base
     and the spherical joints' name patterns; for a rigid object its body's pose."""
-    root = stage.GetDefaultPrim()
-    facts = {"name": root.GetName(), "sim_dt": source_time_step(stage)}
-    if not any(p.HasAPI(UsdPhysics.ArticulationRootAPI) for p in Usd.PrimRange(root)):
-        body = next((p for p in Usd.PrimRange(root) if p.HasAPI(UsdPhysics.RigidBodyAPI)), None)
-        pos, rot = _pose(body) if body is not None else ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
+    walk = _Walk(stage)  # one walk for every question below
+    facts = {"name": walk.root.GetName(), "sim_dt": source_time_step(walk)}
+    if not walk.with_api("PhysicsArticulationRootAPI"):
+        bodies = walk.with_api("PhysicsRigidBodyAPI")
+        pos, rot = _pose(bodies[0]) if bodies else ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0])
         return {**facts, "rigid": True, "pos": pos, "rot": rot}
-    fixed, pos, rot, offset = _base(stage)
+    fixed, pos, rot, offset = _base(walk)
     # Spherical joints are three DoF to Isaac Lab, named <name>:0..2 by its Newton backend; the pattern
     # also matches the bare name, so it never goes unmatched (Isaac Lab raises on an unmatched pattern).
-    spherical = [f"{p.GetName()}(:[0-2])?" for p in Usd.PrimRange(root) if p.IsA(UsdPhysics.SphericalJoint)
-                 and not p.GetAttribute("physics:excludeFromArticulation").Get()]
-    return {**facts, "rigid": False, "joints": _joint_facts(stage), "fixed": fixed, "pos": pos, "rot": rot,
+    spherical = [f"{p.GetName()}(:[0-2])?" for p in walk.of_type(UsdPhysics.SphericalJoint)
+                 if not p.GetAttribute("physics:excludeFromArticulation").Get()]
+    return {**facts, "rigid": False, "joints": _joint_facts(walk), "fixed": fixed, "pos": pos, "rot": rot,
             "offset": offset, "spherical": spherical}
 
 
