@@ -38,11 +38,14 @@ from usdforge.rules.outputs import articulation_cfg_file_name
 #: Effort limit (N·m or N) written where the asset has none or 0: without one, MuJoCo-Warp (Isaac Lab's
 #: Newton solver) refuses the joint's force range ("actfrcrange[0] should be smaller than actfrcrange[1]").
 _PASSIVE_EFFORT = 1.0e6
+
+
 class _Walk:
     """The prims under a stage's default prim, walked once, with each prim's type name and applied API schemas:
     the facts ask five questions of every prim, and ``IsA``/``HasAPI`` cost about a microsecond each per
-    prim. ``is_a`` answers ``Usd.Prim.IsA`` once per type name (it depends on the type alone); ``has_api``
-    is ``Usd.Prim.HasAPI`` of a schema no other API schema derives from (its name in the applied list)."""
+    prim. ``is_a`` answers ``Usd.Prim.IsA`` once per type name (it depends on the type alone); ``with_api``
+    asks ``Usd.Prim.HasAPI`` of a schema no other API schema derives from (its name in the applied list).
+    simple_humanoid's cfg: 4.3 -> 4.1 ms; cartpole's 1.55 -> 1.2 ms."""
 
     def __init__(self, stage: Usd.Stage):
         self.root = stage.GetDefaultPrim()
