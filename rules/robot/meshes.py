@@ -528,10 +528,8 @@ class MeshLibrary:
         # Textures are not stored: in-memory ones have no file, and a texture file named by an entry (untrusted)
         # would be copied into the output without the reference check.
         if all(part.image is None and part.texture is None for part in parts):
-            # Hashed and written beside the conversion (unitree_h1: 21 files, 10 MB, about 45 ms); the bytes
-            # are taken now, so nothing done to the parts later can reach the entry.
-            files, meta = {_PARTS_FILE: parts_to_bytes(parts)}, {"parts": [part.name for part in parts]}
-            write_in_background(lambda: store.put_entry(key, files, meta, kind="mesh-geometry"))
+            store.put_entry(key, {_PARTS_FILE: parts_to_bytes(parts)},
+                            {"parts": [part.name for part in parts]}, kind="mesh-geometry")
         return parts
 
     def part_names(self, path: Path) -> list[str]:
