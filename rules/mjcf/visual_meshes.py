@@ -166,8 +166,9 @@ def mujoco_normals(points: np.ndarray, faces: np.ndarray, smooth: bool,
     x, y, z = np.ascontiguousarray((points / scale_array if scaled else points).T)
     corner = [np.ascontiguousarray(column) for column in faces.T]
     count = len(points)
-    ax, ay, az = (c[corner[1]] - c[corner[0]] for c in (x, y, z))
-    bx, by, bz = (c[corner[2]] - c[corner[0]] for c in (x, y, z))
+    first = [c[corner[0]] for c in (x, y, z)]  # each face's corner 0, gathered once for both edges
+    ax, ay, az = (c[corner[1]] - origin for c, origin in zip((x, y, z), first))
+    bx, by, bz = (c[corner[2]] - origin for c, origin in zip((x, y, z), first))
     weighted = [ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx]  # unit normal · 2 area
     squared = weighted[0] ** 2 + weighted[1] ** 2 + weighted[2] ** 2
     tiny = squared < _EPS  # MuJoCo gives a face this small no weight (mjuu_normvec: length 0)
