@@ -395,6 +395,28 @@ def test_a_self_collision_edit_that_changes_no_pair_keeps_the_physics_layer(tmp_
     assert units(tmp_path / "out") == units(tmp_path / "cold")
 
 
+def test_a_base_that_cannot_be_patched_is_replaced_by_the_layer_authored_instead(folder, monkeypatch):
+    """When the physx layer's base (its key without ``self_collision``) cannot be patched, the layer is
+    authored and stored as the base in its place (``layer_reuse.supply_patched``), the likelier fit for the
+    next edit; the rebuild equals a cold conversion."""
+    from usdforge.rules.robot import self_collision
+
+    cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / "unpatchable"
+    warnings.simplefilter("ignore")
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    stored: list[str] = []
+    real = Store.put_entry
+    monkeypatch.setattr(Store, "put_entry", lambda self, key, files, *a, **kw: stored.append(kw.get("kind"))
+                        or real(self, key, files, *a, **kw))
+    monkeypatch.setattr(self_collision, "enabled_set", lambda text, enabled: None)  # a base it cannot patch
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    assert "layer:physx" in stored and f"layer:{self_collision.PHYSX_BASE}" in stored
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
+    assert units(work / "out") == units(work / "cold")
+
+
 def test_docs_show_the_generated_map():
     """docs/usd_layout.md holds the tables ``documented_tables`` generates (regenerate with
     ``python -m usdforge.rules.robot.layer_fields``)."""

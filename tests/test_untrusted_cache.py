@@ -275,7 +275,8 @@ def test_a_real_dask_worker_returning_a_file_outside_writes_nothing(tmp_path, ho
 def test_cached_mesh_parts_that_name_a_texture_or_do_not_fit_are_read_again_from_the_file(tmp_path):
     """The mesh cache's parts (``rules.robot.meshes.parts_from_bytes``) are untrusted: an entry naming a
     texture file (the writer would copy it into the output, unchecked), faces past the points, a value that
-    is not finite or a header that is not a list of parts is refused, and the library reads the file."""
+    is not finite, a colour that is not four finite numbers, an offset past any index, or a header that is
+    not a list of parts or nests past the recursion limit is refused, and the library reads the file."""
     import numpy as np
 
     from usdforge.rules.robot import meshes as robot_meshes
@@ -299,17 +300,24 @@ def test_cached_mesh_parts_that_name_a_texture_or_do_not_fit_are_read_again_from
         return body[:offset] + raw + body[offset + len(raw):]
 
     past, nan = replaced("faces", 10 ** 6), replaced("points", np.nan)
+    field, (dtype, shape, _) = next(iter(header[0]["arrays"].items()))
+    huge = [{**header[0], "arrays": {**header[0]["arrays"], field: [dtype, shape, 10 ** 30]}}]
+    nested = b"[" * 100_000
     for bad in (forged(outside), forged(header, past), forged(header, nan), forged([1]),
-                forged({"a": 1})):
-        with pytest.raises((ValueError, KeyError, TypeError, AttributeError)):
+                forged({"a": 1}), forged(huge), len(nested).to_bytes(8, "little") + nested,
+                forged([{**header[0], "color": [1.0]}]), forged([{**header[0], "color": [1.0, float("nan"), 0, 1]}])):
+        with pytest.raises(robot_meshes.BAD_PARTS):
             parts_from_bytes(bad)
 
+    entries = [forged(outside), len(nested).to_bytes(8, "little") + nested, forged(huge)]
+
     class Entry:
-        files = {robot_meshes._PARTS_FILE: forged(outside)}
+        def __init__(self, data: bytes):
+            self.files = {robot_meshes._PARTS_FILE: data}
 
     class Forged:
         def get_entry(self, key):
-            return Entry()
+            return Entry(entries.pop())
 
         def record(self, *args, **kwargs) -> None:
             """No statistics in this test."""
@@ -319,8 +327,9 @@ def test_cached_mesh_parts_that_name_a_texture_or_do_not_fit_are_read_again_from
 
     token = robot_meshes._MESH_CACHE.set((Forged(), lambda file: "digest"))
     try:
-        again = MeshLibrary().parts(path)
+        while entries:  # each forged entry a miss: the file read again, no traceback
+            again = MeshLibrary().parts(path)
+            assert all(part.texture is None for part in again)
+            np.testing.assert_array_equal(again[0].points, parts[0].points)
     finally:
         robot_meshes._MESH_CACHE.reset(token)
-    assert all(part.texture is None for part in again)
-    np.testing.assert_array_equal(again[0].points, parts[0].points)

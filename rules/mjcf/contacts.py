@@ -269,13 +269,16 @@ def colliding_joints(usd: MjcfUsd, never: list[tuple[int, int]]) -> list[str]:
     return names
 
 
-def author_filtered_pairs(usd: MjcfUsd, self_collision: bool) -> None:
+def author_filtered_pairs(usd: MjcfUsd, self_collision: bool,
+                          never: list[tuple[int, int]] | None = None) -> None:
     """FilteredPairsAPI on the first body of every pair of ``never_touching_bodies``, targeting the other
     (MuJoCo's decoder reads these as ``<exclude>``); ``physics:collisionEnabled`` on the joints whose
-    bodies MuJoCo lets collide."""
+    bodies MuJoCo lets collide. never: ``never_touching_bodies(usd, self_collision)`` when the caller has
+    it already (None: found here)."""
     if not usd.authored("physics"):
         return
-    never = never_touching_bodies(usd, self_collision)
+    if never is None:
+        never = never_touching_bodies(usd, self_collision)
     for name in colliding_joints(usd, never):
         sdf.attribute(usd.spec("physics", usd.ctx.joint_paths[name]), "physics:collisionEnabled",
                       Sdf.ValueTypeNames.Bool, True)

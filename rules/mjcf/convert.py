@@ -213,7 +213,7 @@ def convert(cfg: MjcfConverterCfg, out_dir: Path) -> list[Path]:
                 author_scene(usd)
             messages.extend(usd.warnings)
 
-        # A self_collision edit: the physics and physx layers patched from the cache, when it can be.
+        # A self_collision edit: the physics layer patched from the cache, when it can be (physx: the writer).
         supply_self_collision_layers(loaded, robot, bodies, geoms, physics_cfg.self_collision)
         with saved_layers_held(cfg.articulation_cfg):
             written = write_robot(robot, Path(out_dir), usd_file_name, options, meshes,

@@ -59,7 +59,8 @@ def _refiltered(text: str, loaded: LoadedModel, robot: Robot, bodies: BodyMap, g
     root = Sdf.Path.absoluteRootPath.AppendChild(usd_identifier(robot.name))
     paths = _Paths(layer, root, robot)
     usd = MjcfUsd(loaded, robot, bodies, geoms, paths)
-    if never_touching_bodies(usd, self_collision) == never_touching_bodies(usd, not self_collision):
+    never = never_touching_bodies(usd, self_collision)
+    if never == never_touching_bodies(usd, not self_collision):
         return text  # the field changes nothing here (no articulation with two colliding bodies)
     try:
         if not layer.ImportFromString(text):
@@ -82,7 +83,7 @@ def _refiltered(text: str, loaded: LoadedModel, robot: Robot, bodies: BodyMap, g
                 return None
             spec.SetInfo("apiSchemas", Sdf.TokenListOp.Create(prependedItems=schemas[:-1]))
         spec.RemoveProperty(layer.GetPropertyAtPath(path))
-    author_filtered_pairs(usd, self_collision)
+    author_filtered_pairs(usd, self_collision, never)
     patched = layer.ExportToString()
     return patched if _unfiltered(patched) == _unfiltered(text) else None
 

@@ -68,14 +68,9 @@ class _Walk:
         return [prim for prim, _, applied in self.prims if name in applied]
 
 
-def _walked(stage: Usd.Stage | _Walk) -> _Walk:
-    return stage if isinstance(stage, _Walk) else _Walk(stage)
-
-
-def _joint_facts(stage: Usd.Stage | _Walk) -> list[dict]:
+def _joint_facts(walk: _Walk) -> list[dict]:
     """Every joint Isaac Lab drives: name, angular, limits (rad or m), drive gains (SI per radian)."""
     facts = []
-    walk = _walked(stage)
     for prim, type_name, applied in walk.prims:
         angular = walk.is_a(prim, type_name, UsdPhysics.RevoluteJoint)
         if not (angular or walk.is_a(prim, type_name, UsdPhysics.PrismaticJoint)):
@@ -102,9 +97,8 @@ def _joint_facts(stage: Usd.Stage | _Walk) -> list[dict]:
     return facts
 
 
-def _base(stage: Usd.Stage | _Walk) -> tuple[bool, list[float], list[float], list[float]]:
+def _base(walk: _Walk) -> tuple[bool, list[float], list[float], list[float]]:
     """(fixed, pos, rot (x, y, z, w), root offset) of the articulation in the asset's frame."""
-    walk = _walked(stage)
     root = walk.root
     carriers = walk.with_api("PhysicsArticulationRootAPI")
     carrier = carriers[0] if carriers else None
@@ -132,10 +126,10 @@ def _pose(prim: Usd.Prim) -> tuple[list[float], list[float]]:
     return [round(float(v), 9) for v in t], [round(float(v), 9) for v in (*q.GetImaginary(), q.GetReal())]
 
 
-def source_time_step(stage: Usd.Stage | _Walk) -> float | None:
+def source_time_step(walk: _Walk) -> float | None:
     """Seconds per step of the asset's own ``PhysicsScene`` (``import_physics_scene``: MuJoCo's
     ``<option timestep>``), or None when it has none."""
-    for prim in _walked(stage).of_type(UsdPhysics.Scene):
+    for prim in walk.of_type(UsdPhysics.Scene):
         for name in ("newton:timeStepsPerSecond", "physxScene:timeStepsPerSecond"):
             steps = prim.GetAttribute(name).Get()
             if steps:

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator, Mapping
 
+from usdforge.rules.outputs import ROBOT_LAYER_FILES
+
 #: (store, {unit: key}, {unit: file}, units restored, {file: (sha, size)} restored as they are, {unit: its files
 #: as ``supply`` gave them, or None when looked up and missed}), or None outside a ``layer_scope``.
 _SCOPE: ContextVar[tuple[Any, dict[str, str], dict[str, str], set[str], dict[str, tuple[str, int]],
@@ -139,8 +141,6 @@ def supply_patched(role: str, base_unit: str, patch: Callable[[str], str | None]
     ``base_unit`` (its key without one cfg field: ``SELF_COLLISION_BASES``) patched by ``patch`` (the base's
     text → the layer's, None when it cannot be patched); otherwise nothing: the layer is authored. Outside
     a conversion with layer reuse, nothing."""
-    from usdforge.rules.outputs import ROBOT_LAYER_FILES
-
     if not keyed(role) or not keyed(base_unit):
         return
     own = reused(role)
@@ -152,12 +152,13 @@ def supply_patched(role: str, base_unit: str, patch: Callable[[str], str | None]
     if base is None or set(base) != {name}:
         return
     try:
-        text = base[name].decode("utf-8")
+        patched = patch(base[name].decode("utf-8"))
     except UnicodeDecodeError:
+        patched = None
+    if patched is None:  # this conversion's layer is stored as the base instead: the likelier fit next time
+        not_reused(base_unit)
         return
-    patched = patch(text)
-    if patched is not None:
-        supply(role, {name: patched.encode("utf-8")})
+    supply(role, {name: patched.encode("utf-8")})
 
 
 def derived(unit: str) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
 from contextlib import contextmanager
@@ -471,9 +472,16 @@ def parts_from_bytes(data: bytes) -> list[MeshPart]:
             count = int(np.prod(shape)) if shape else 1
             fields[field] = np.frombuffer(buffer, dtype, count, offset).reshape(shape)
         _check_fits(fields)
-        parts.append(MeshPart(str(item["name"]), fields.pop("points"), fields.pop("faces"), **fields,
-                              color=None if item["color"] is None else tuple(float(c) for c in item["color"])))
+        color = None if item["color"] is None else tuple(float(c) for c in item["color"])
+        if color is not None and (len(color) != 4 or not all(math.isfinite(c) for c in color)):
+            raise ValueError("a colour that is not four finite numbers (RGBA)")
+        parts.append(MeshPart(str(item["name"]), fields.pop("points"), fields.pop("faces"), **fields, color=color))
     return parts
+
+
+#: What ``parts_from_bytes`` raises for bytes usdforge did not write: besides its own ValueErrors, what JSON
+#: and NumPy raise for a malformed header (nested past the recursion limit, a shape or offset past an index).
+BAD_PARTS = (KeyError, ValueError, TypeError, AttributeError, IndexError, RecursionError, OverflowError)
 
 
 def _check_fits(fields: dict[str, np.ndarray]) -> None:
@@ -522,7 +530,7 @@ class MeshLibrary:
         if cached is not None:
             try:
                 return parts_from_bytes(cached.files[_PARTS_FILE])
-            except (KeyError, ValueError, TypeError, AttributeError, OSError):
+            except (*BAD_PARTS, OSError):
                 pass  # another layout's entry, or bytes usdforge did not write: read the file
         parts = self._read_file(path)
         # Textures are not stored: in-memory ones have no file, and a texture file named by an entry (untrusted)
