@@ -287,6 +287,31 @@ def test_the_child_message_is_data_not_code():
         assimp_read.decode(assimp_read.encode([past]))
 
 
+def test_a_part_the_reading_child_welds_is_the_part_the_robot_path_welds():
+    """The reading child welds a robot part while the parent is busy (``robot_part``): the parent then
+    makes the same part, bit for bit, from a smaller answer (a sixth of the points; an STL soup's facet
+    normals dropped; a COLLADA part's normals and UVs corner by corner); welded normals or UVs that are
+    not one per corner are a garbled answer."""
+    from usdforge.rules.robot.meshes import _from_assimp
+
+    corpus = REPO.parent / "shared" / "corpus" / "urdf"
+    dae = corpus / "r2d2" / "urdf_tutorial" / "meshes" / "l_finger.dae"
+    stl = corpus / "solo12" / "example-robot-data" / "robots" / "solo_description" / "meshes" / "stl" / "with_foot"
+    for path in (stl / "solo_foot.stl", dae):
+        for raw in assimp_read.read_assimp(path):
+            plain, welded = (assimp_read.encode([assimp_read.robot_part(path, raw, weld)]) for weld in (False, True))
+            assert len(welded) < len(plain) / (1.2 if path.suffix == ".dae" else 2.5)
+            here, there = (_from_assimp("part", assimp_read.decode(data)[0]) for data in (plain, welded))
+            assert there.uv is not None or path.suffix == ".stl"
+            for field in ("points", "faces", "normals", "uv"):
+                mine, theirs = getattr(here, field), getattr(there, field)
+                assert (mine is None and theirs is None) or (mine.dtype == theirs.dtype and
+                                                             mine.tobytes() == theirs.tobytes()), field
+    short = assimp_read.robot_part(dae, raw, True)
+    with pytest.raises(ValueError, match="do not fit"):
+        assimp_read.decode(assimp_read.encode([short._replace(uv=short.uv[:-3])]))
+
+
 def test_the_reader_and_its_version_are_in_the_cache_keys():
     from usdforge.pipeline.content_key import BYTE_SHAPING
     from usdforge.rules.robot import meshes

@@ -22,6 +22,7 @@ import fcntl
 import functools
 import gc
 import json
+import mmap
 import os
 import re
 import select
@@ -88,6 +89,16 @@ class RawPart(NamedTuple):
     texture: Path | None
     transform: np.ndarray
     unit: float = 1.0
+    welded: bool = False
+
+
+class Request(NamedTuple):
+    """A file asked of the reading child, and how its parts come back: as Assimp reads them (the mesh
+    converter, which hands them to trimesh), or for the robot path (``robot_part``: an STL's facet normals
+    dropped, and welded by the child unless the parent is waiting for them)."""
+
+    path: Path
+    robot: bool = False
 
 
 @functools.cache
@@ -346,17 +357,18 @@ def _obj_has_polygons(path: Path) -> bool:
     return False
 
 
-def read_in_child(path: Path, timeout: float = CHILD_SECONDS) -> list[RawPart] | str:
+def read_in_child(path: Path, timeout: float = CHILD_SECONDS, robot: bool = False) -> list[RawPart] | str:
     """``read_assimp`` in this process's reading child (forked on first use, kept for the next files):
-    its parts, its fallback reason, or "crashed" when the child died on the file (a signal, an abort) or
-    ran past ``timeout`` seconds (it is killed; the next file gets a fresh child, which is sent again the
-    files ``request_ahead`` asked for that the dead one had not answered)."""
+    its parts (``robot``: as ``robot_part`` makes them), its fallback reason, or "crashed" when the child
+    died on the file (a signal, an abort) or ran past ``timeout`` seconds (it is killed; the next file gets
+    a fresh child, which is sent again the files ``request_ahead`` asked for that the dead one had not
+    answered)."""
     path = Path(path)
     with _LOCK:
         while True:
             reader = _reader()
             try:
-                result = reader.read(path, timeout)
+                result = reader.read(Request(path, robot), timeout)
             except BaseException:  # interrupted mid-answer: the next answer would be this one's; start afresh
                 _drop_reader()
                 raise
@@ -383,15 +395,15 @@ def _textures_checked(path: Path, result: list[RawPart] | str) -> list[RawPart] 
     return "texture"
 
 
-def request_ahead(paths: list[Path]) -> None:
+def request_ahead(paths: list[Path], robot: bool = False) -> None:
     """Queue ``paths`` for this process's reading child, in this order: it reads them one after another
     (at most ``AHEAD`` sent at a time) while this process works on the answers before, and
-    ``read_in_child`` takes each answer, so that reading overlaps processing. A file asked for out of this
-    order is read first; an answer whose file changed since it was asked for (its size, time or inode) is
-    read again."""
+    ``read_in_child`` takes each answer (asked for alike: the same ``robot``), so that reading overlaps
+    processing. A file asked for out of this order is read first; an answer whose file changed since it
+    was asked for (its size, time or inode) is read again."""
     with _LOCK:
         reader = _reader()
-        reader.queue.extend(Path(path) for path in paths)
+        reader.queue.extend(Request(Path(path), robot) for path in paths)
         reader.fill()
 
 
@@ -432,7 +444,7 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 
 class _ReaderProcess:
-    """A forked child that reads the files it is sent, one framed request (the path's bytes) and one
+    """A forked child that reads the files it is sent, one framed request (``_request_bytes``) and one
     framed answer (``encode``) at a time, in order; it exits when its request pipe closes (the parent
     ended). The parent keeps the requests sent and not answered (``pending``), those still to send
     (``queue``) and answers received before they were asked for (``ready``)."""
@@ -446,16 +458,21 @@ class _ReaderProcess:
             with contextlib.suppress(OSError):
                 fcntl.fcntl(answer_write, fcntl.F_SETPIPE_SZ, 1 << 20)
         self.owner = os.getpid()
-        self.pending: collections.deque[tuple[Path, tuple | None]] = collections.deque()
-        self.queue: collections.deque[Path] = collections.deque()
-        self.ready: dict[Path, tuple[tuple | None, list[RawPart] | str]] = {}
+        self.pending: collections.deque[tuple[Request, tuple | None]] = collections.deque()
+        self.queue: collections.deque[Request] = collections.deque()
+        self.ready: dict[Request, tuple[tuple | None, list[RawPart] | str]] = {}
         self.dead = False
+        # Which answer this process waits for (its number from 1; 0: none), shared with the child, which
+        # welds a robot part only while that is not this one (``robot_part``). Only the child reads it, so
+        # what a subverted child writes there changes nothing here.
+        self.waiting = mmap.mmap(-1, 8)
+        self.answered = 0
         self.pid = os.fork()
         if self.pid == 0:
             status = 0
             try:
                 _close_inherited(keep=(request_read, answer_write))
-                _serve(request_read, answer_write)
+                _serve(request_read, answer_write, self.waiting)
             except BaseException:  # noqa: BLE001 - any failure in the child is a crash to the parent
                 status = 1
             finally:
@@ -469,15 +486,15 @@ class _ReaderProcess:
         """Send queued requests while fewer than ``AHEAD`` are unanswered and their bytes fit in
         ``REQUEST_BYTES``, in one write: each write wakes the child, which costs the parent its processor
         for a while on a busy machine."""
-        budget = REQUEST_BYTES - sum(len(os.fsencode(path)) + 8 for path, _ in self.pending)
+        budget = REQUEST_BYTES - sum(len(_request_bytes(request)) for request, _ in self.pending)
         batch: list[bytes] = []
-        sending: list[Path] = []
+        sending: list[Request] = []
         while self.queue and len(self.pending) + len(sending) < AHEAD and not self.dead:
-            request = os.fsencode(self.queue[0])
-            if len(request) + 8 > budget and (sending or self.pending):
+            request = _request_bytes(self.queue[0])
+            if len(request) > budget and (sending or self.pending):
                 break
-            budget -= len(request) + 8
-            batch.append(len(request).to_bytes(8, "little") + request)
+            budget -= len(request)
+            batch.append(request)
             sending.append(self.queue.popleft())
         if not sending:
             return
@@ -489,47 +506,52 @@ class _ReaderProcess:
             self.dead = True
             self.queue.extendleft(reversed(sending))
             return
-        self.pending.extend((path, _stamp(path)) for path in sending)
+        self.pending.extend((request, _stamp(request.path)) for request in sending)
 
-    def read(self, path: Path, timeout: float) -> list[RawPart] | str | None:
-        """The child's answer for ``path`` ("crashed" when the child died on it or ran past ``timeout``
+    def read(self, request: Request, timeout: float) -> list[RawPart] | str | None:
+        """The child's answer for ``request`` ("crashed" when the child died on it or ran past ``timeout``
         seconds on it); None when it died on another file first (``dead`` is set)."""
-        stamp = _stamp(path)
-        if path in self.ready:
-            was, result = self.ready.pop(path)
+        stamp = _stamp(request.path)
+        if request in self.ready:
+            was, result = self.ready.pop(request)
             if was == stamp:
                 return result
-        if not any(sent == path and was == stamp for sent, was in self.pending):
-            self.queue.appendleft(path)  # not asked for (or changed since): next after those in flight
+        if not any(sent == request and was == stamp for sent, was in self.pending):
+            self.queue.appendleft(request)  # not asked for (or changed since): next after those in flight
         while True:
             self.fill()
             if not self.pending:  # could not even send it: the child is gone
-                self.queue.remove(path)
+                self.queue.remove(request)
                 return "crashed"
             head, was = self.pending.popleft()
             result = self._answer(time.monotonic() + timeout)
             if result == "crashed":
                 self.dead = True
-                if head == path:
+                if head == request:
                     return "crashed"
                 self.ready[head] = (was, "crashed")
                 return None
-            if head == path and was == stamp:
+            if head == request and was == stamp:
                 return result
-            if head != path:
+            if head != request:
                 self.ready[head] = (was, result)
 
     def carry(self, dead: _ReaderProcess) -> None:
         """Take over what a dead child had been asked for and not answered, and its early answers."""
         self.ready.update(dead.ready)
-        self.queue.extend(path for path, _ in dead.pending)
+        self.queue.extend(request for request, _ in dead.pending)
         self.queue.extend(dead.queue)
 
     def _answer(self, deadline: float) -> list[RawPart] | str:
-        header = self._receive(8, deadline)
-        size = None if header is None else int.from_bytes(header, "little")
-        # A size past what the child may hold is a garbled answer: not a buffer to allocate at once.
-        message = None if size is None or size > CHILD_MEMORY else self._receive(size, deadline)
+        self.answered += 1
+        self.waiting[:] = self.answered.to_bytes(8, "little")
+        try:
+            header = self._receive(8, deadline)
+            size = None if header is None else int.from_bytes(header, "little")
+            # A size past what the child may hold is a garbled answer: not a buffer to allocate at once.
+            message = None if size is None or size > CHILD_MEMORY else self._receive(size, deadline)
+        finally:
+            self.waiting[:] = bytes(8)
         if message is None:
             return "crashed"
         try:
@@ -568,6 +590,13 @@ class _ReaderProcess:
             os.waitpid(self.pid, 0)
         except ChildProcessError:
             pass  # already reaped: no zombie left
+        self.waiting.close()
+
+
+def _request_bytes(request: Request) -> bytes:
+    """A request as the child reads it: its size (8 bytes), then ``robot`` (1 byte) and the path."""
+    data = bytes([request.robot]) + os.fsencode(request.path)
+    return len(data).to_bytes(8, "little") + data
 
 
 def _close_inherited(keep: tuple[int, ...]) -> None:
@@ -592,17 +621,27 @@ def _close_inherited(keep: tuple[int, ...]) -> None:
     os.closerange(max(start, top), limit)
 
 
-def _serve(requests: int, answers: int) -> None:
-    """The reading child's loop: each request's file read by ``read_assimp``, answered in order."""
+def _serve(requests: int, answers: int, waiting: mmap.mmap) -> None:
+    """The reading child's loop: each request's file read by ``read_assimp`` (for the robot path:
+    ``robot_part``, welded unless ``waiting`` says the parent waits for this answer), answered in order."""
     gc.disable()  # a collection would touch every object the parent made: copies of all their pages
     import faulthandler
 
     faulthandler.disable()  # a crash here is expected and handled: no traceback dump on stderr
     _limit_memory(CHILD_MEMORY)
+    served = 0
     with os.fdopen(requests, "rb") as incoming, os.fdopen(answers, "wb") as outgoing:
         while header := incoming.read(8):
-            path = Path(os.fsdecode(incoming.read(int.from_bytes(header, "little"))))
-            chunks = encode_chunks(read_assimp(path))  # written as they are: no joined copy of the arrays
+            request = incoming.read(int.from_bytes(header, "little"))
+            path = Path(os.fsdecode(request[1:]))
+            result = read_assimp(path)
+            served += 1
+            if request[:1] == b"\x01" and not isinstance(result, str):
+                # Welded here while the parent works on the answers before (both processors busy); when it
+                # is waiting for this one, it welds it itself while this process reads the next file.
+                weld = int.from_bytes(waiting[:8], "little") < served
+                result = [robot_part(path, part, weld) for part in result]
+            chunks = encode_chunks(result)  # written as they are: no joined copy of the arrays
             outgoing.write(sum(memoryview(chunk).nbytes for chunk in chunks).to_bytes(8, "little"))
             for chunk in chunks:
                 outgoing.write(chunk)
@@ -629,6 +668,22 @@ def _limit_memory(extra: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
     except (ImportError, ValueError, OSError):
         pass  # no /proc or no limits here: the time limit still bounds the child
+
+
+def robot_part(path: Path, part: RawPart, weld: bool) -> RawPart:
+    """``part`` for the robot path (``rules.robot.meshes._from_assimp``): an STL's facet normals dropped
+    (the robot path drops them, as trimesh's unprocessed reading does: a third of the answer); with
+    ``weld`` and no per-vertex colours, welded as the robot path welds (``meshes._weld``: the same rows in
+    the same order in either process, on the same float64 values), the faces indexing the welded points,
+    the normals and UVs corner by corner (F·3, 3|2). The points stay float32 (rows of the file's): the
+    answer holds about a sixth of a triangle soup's points (an STL's, a fifth of its bytes)."""
+    from usdforge.rules.robot.meshes import corners_welded  # forked from the robot path: imported already
+
+    normals = None if path.suffix.lower() == ".stl" else part.normals
+    if part.colors is not None or not weld:
+        return part._replace(normals=normals)
+    points, faces, normals, uv = corners_welded(part.points, part.faces, normals, part.uv)
+    return part._replace(points=points, faces=faces, normals=normals, uv=uv, welded=True)
 
 
 _ARRAYS = ("points", "faces", "normals", "uv", "colors", "transform")
@@ -658,7 +713,7 @@ def encode_chunks(result: list[RawPart] | str) -> list[Any]:
                     arrays[field] = [value.dtype.str, list(value.shape), offset]
                     chunks.append(value.reshape(-1).view(np.uint8))
                     offset += value.nbytes
-            meta.append({"name": part.name, "color": part.color, "unit": part.unit,
+            meta.append({"name": part.name, "color": part.color, "unit": part.unit, "welded": part.welded,
                          "texture": None if part.texture is None else str(part.texture), "arrays": arrays})
         header = {"parts": meta}
     data = json.dumps(header).encode()
@@ -684,10 +739,12 @@ def decode(data: bytes) -> list[RawPart] | str:
             count = int(np.prod(shape))
             wide = np.int64 if field == "faces" else np.float64  # exact: every uint32 and float32 fits
             fields[field] = np.frombuffer(body, np.dtype(dtype), count, offset).reshape(shape).astype(wide)
-        points, faces = fields["points"], fields["faces"]
+        points, faces, welded = fields["points"], fields["faces"], item["welded"] is True
+        # Per vertex, or (welded) the normals and UVs per corner and no colours.
         per_vertex = [fields[field] for field in ("normals", "uv", "colors") if field in fields]
+        size = 3 * len(faces) if welded else len(points)
         if points.ndim != 2 or points.shape[1] != 3 or faces.ndim != 2 or faces.shape[1] != 3 or \
-                any(len(values) != len(points) for values in per_vertex) or \
+                any(len(values) != size for values in per_vertex) or (welded and "colors" in fields) or \
                 (faces.size and int(faces.max()) >= len(points)):
             raise ValueError("faces or per-vertex arrays that do not fit the points")  # the parent indexes them
         color = item["color"]
@@ -695,5 +752,5 @@ def decode(data: bytes) -> list[RawPart] | str:
                              fields.get("uv"), fields.get("colors"),
                              None if color is None else tuple(float(c) for c in color),
                              None if item["texture"] is None else Path(item["texture"]), fields["transform"],
-                             float(item["unit"])))
+                             float(item["unit"]), welded))
     return parts

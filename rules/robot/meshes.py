@@ -169,7 +169,7 @@ def _weld(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         hashed += columns[1] * _ROW_HASH[1]
         hashed += columns[2] * _ROW_HASH[2]
     first, group = _hash_groups(hashed)
-    distinct = as_int[first]
+    distinct = np.take(as_int, first, axis=0)
     if not all(np.array_equal(distinct[:, axis][group], as_int[:, axis]) for axis in range(3)):
         return _memcmp_order(as_int)  # two different rows share a hash: order all rows
     order, rank = _distinct_memcmp_order(distinct)
@@ -260,17 +260,28 @@ def _hash_groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order[starts], inverse
 
 
+def corners_welded(points: np.ndarray, faces: np.ndarray, normals: np.ndarray | None, uv: np.ndarray | None,
+                   weld: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(points, faces, normals, uv) of a part whose normals and UVs are per vertex (V, 3|2): those made
+    per corner (F·3, 3|2), so welding loses none of them, and with ``weld`` the points welded (``_weld`` of
+    their float64 values; rows of ``points``, in its type) and the faces indexing them. ``np.take``: the
+    same rows as fancy indexing, 4× faster on (N, 3) rows."""
+    corners = faces.reshape(-1)
+    normals = None if normals is None else np.take(normals, corners, axis=0)
+    uv = None if uv is None else np.take(uv, corners, axis=0)
+    if weld:
+        unique, inverse = _weld(np.asarray(points, dtype=np.float64))
+        points, faces = np.take(points, unique, axis=0), np.take(inverse, faces)
+    return points, faces, normals, uv
+
+
 def _from_assimp(name: str, raw: Any) -> MeshPart:
     """A part as ``rules.mesh.assimp_read`` reads it, made as ``_from_trimesh`` makes trimesh's: normals
     and UVs face-varying, welded to one point per position unless it has per-vertex colours. A PNG or JPEG
     texture stays a file (``_copied_as_is``), where trimesh's part holds the same pixels decoded."""
-    points, faces = raw.points, raw.faces
-    normals = None if raw.normals is None else raw.normals[faces].reshape(-1, 3)
-    uv = None if raw.uv is None else raw.uv[faces].reshape(-1, 2)
-    colors = raw.colors
-    if colors is None:
-        unique, inverse = _weld(points)
-        points, faces = points[unique], inverse[faces]
+    points, faces, normals, uv, colors = raw.points, raw.faces, raw.normals, raw.uv, raw.colors
+    if not raw.welded:  # else the reading child welded it alike (``assimp_read.robot_part``)
+        points, faces, normals, uv = corners_welded(points, faces, normals, uv, weld=colors is None)
     texture, image = None, None
     if raw.texture is not None and _copied_as_is(Path(raw.texture)):
         from usdforge.rules.files import check_texture
@@ -322,12 +333,11 @@ def read_file(path: Path, reader: str = "auto") -> tuple[list[MeshPart], str]:
     stl = path.suffix.lower() == ".stl"
     used = "trimesh"
     if reader != "trimesh" and _assimp_reads(path):
-        result = read_in_child(path)
+        result = read_in_child(path, robot=True)
         if not isinstance(result, str):
             # STL has no node names (trimesh names a part after the file or its header): the file's stem.
-            # An STL's facet normals are dropped, as trimesh's unprocessed reading drops them.
-            return [_from_assimp(path.stem, raw._replace(normals=None)) if stl else _from_assimp(raw.name, raw)
-                    for raw in result], "assimp"
+            # (The child dropped an STL's facet normals, as trimesh's unprocessed reading drops them.)
+            return [_from_assimp(path.stem if stl else raw.name, raw) for raw in result], "assimp"
         used = f"trimesh: {result}"
         if reader == "assimp":
             return [], used
@@ -580,7 +590,7 @@ class MeshLibrary:
                 continue  # restored from the build cache, not read
             wanted.append(path)
         if wanted:
-            request_ahead(wanted)
+            request_ahead(wanted, robot=True)
 
     def _file_parts(self, path: Path) -> list[MeshPart]:
         if path in self._lazy and path not in self._files:
