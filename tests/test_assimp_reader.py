@@ -312,6 +312,29 @@ def test_a_part_the_reading_child_welds_is_the_part_the_robot_path_welds():
         assimp_read.decode(assimp_read.encode([short._replace(uv=short.uv[:-3])]))
 
 
+def test_the_reading_child_welds_only_an_answer_the_parent_is_not_waiting_for():
+    """The live protocol: an answer the child finishes while this process is not waiting for it comes
+    welded; while this process waits for it (here: for a later one, which waits on it too), as read; the
+    robot path makes the same part of both."""
+    import select
+
+    from usdforge.rules.robot.meshes import _from_assimp
+
+    path = REPO / "assets" / "meshes" / "plate.stl"
+    answers = {}
+    for waiting in (0, 1 << 40):
+        assimp_read.stop_reader()
+        reader = assimp_read._reader()
+        reader.waiting[:] = waiting.to_bytes(8, "little")
+        assimp_read.request_ahead([path], robot=True)
+        assert select.select([reader.answers], [], [], 30)[0]  # answered before this process waits for it
+        answers[waiting] = read_in_child(path, robot=True)[0]
+    assert answers[0].welded and not answers[1 << 40].welded
+    welded, plain = (_from_assimp("plate", answers[key]) for key in (0, 1 << 40))
+    assert welded.points.tobytes() == plain.points.tobytes() and welded.faces.tobytes() == plain.faces.tobytes()
+    assert plain.normals is None and answers[1 << 40].normals is None  # an STL's facet normals stay in the child
+
+
 def test_the_reader_and_its_version_are_in_the_cache_keys():
     from usdforge.pipeline.content_key import BYTE_SHAPING
     from usdforge.rules.robot import meshes
