@@ -373,12 +373,20 @@ def read_in_child(path: Path, timeout: float = CHILD_SECONDS, robot: bool = Fals
                 _drop_reader()
                 raise
             if not reader.dead:
-                return _textures_checked(path, result)
+                return _textures_checked(path, _as_asked(robot, result))
             _drop_reader()
             if reader.pending or reader.queue or reader.ready:  # else the next read starts a child
                 _reader().carry(reader)
             if result is not None:  # None: another file, asked for ahead, crashed first; ask again
-                return _textures_checked(path, result)
+                return _textures_checked(path, _as_asked(robot, result))
+
+
+def _as_asked(robot: bool, result: list[RawPart] | str) -> list[RawPart] | str:
+    """``result``, or "crashed" (a garbled answer) for welded parts the caller did not ask for: the mesh
+    converter takes normals and UVs per vertex."""
+    if robot or isinstance(result, str) or not any(part.welded for part in result):
+        return result
+    return "crashed"
 
 
 def _textures_checked(path: Path, result: list[RawPart] | str) -> list[RawPart] | str:
