@@ -5,7 +5,9 @@ COLLADA. No trimesh, scipy or pxr here.
 Assimp runs in a forked child process (``read_in_child``: one child per process, forked on first use and
 kept for the next files, as a fork costs more than reading a small mesh): a file that crashes it (a
 segfault in the C++ importer) or hangs it ends that child, never the build; the caller reads that file
-with trimesh instead, and a fresh child reads the next.
+with trimesh instead, and a fresh child reads the next. For the robot path the child also welds the parts
+of a file (``robot_part``) when the parent is not waiting for that answer, so that both processors work
+(the parent welds the others itself, with the same code: the parts are the same either way).
 
 ``read_assimp`` returns a reason instead of parts, meaning "read this file with trimesh", for the classes
 of file Assimp does not read or would read differently from trimesh (each named in ``FALLBACK_CLASSES``,
