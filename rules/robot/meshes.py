@@ -26,7 +26,7 @@ import os
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
@@ -89,11 +89,12 @@ def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
     linear = matrix[:3, :3]
     points = part.points @ linear.T + matrix[:3, 3]
     faces, normals, normal_indices, uv = part.faces, part.normals, part.normal_indices, part.uv
+    key = np.ascontiguousarray(linear, dtype=np.float64).tobytes()
     if normals is not None:
-        normals = normals @ np.linalg.inv(linear)
+        normals = normals @ _inverse(key)
         x, y, z = normals.T  # the row norms as np.linalg.norm sums them ((x² + y²) + z²), without its (N, 3) square
         normals /= np.maximum(np.sqrt(x * x + y * y + z * z), 1e-300)[:, None]
-    if np.linalg.det(linear) < 0:
+    if _mirrors(key):
         faces = faces[:, ::-1]
         if normal_indices is not None:
             normal_indices = normal_indices.reshape(-1, 3)[:, ::-1].reshape(-1)
@@ -103,6 +104,21 @@ def _bake(part: MeshPart, matrix: np.ndarray) -> MeshPart:
             uv = uv.reshape(-1, 3, 2)[:, ::-1].reshape(-1, 2)
     return part._replace(points=points, faces=np.ascontiguousarray(faces), normals=normals,
                          normal_indices=normal_indices, uv=uv)
+
+
+@lru_cache(maxsize=256)
+def _inverse(linear: bytes) -> np.ndarray:
+    """The inverse of the (3, 3) float64 matrix whose bytes are ``linear`` (read-only): a file's parts share
+    a few (panda: 66 parts, 2 matrices), and each ``np.linalg.inv`` costs tens of µs."""
+    inverse = np.linalg.inv(np.frombuffer(linear, dtype=np.float64).reshape(3, 3))
+    inverse.flags.writeable = False
+    return inverse
+
+
+@lru_cache(maxsize=256)
+def _mirrors(linear: bytes) -> bool:
+    """Whether the (3, 3) float64 matrix whose bytes are ``linear`` mirrors (a negative determinant)."""
+    return bool(np.linalg.det(np.frombuffer(linear, dtype=np.float64).reshape(3, 3)) < 0)
 
 
 def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray, source: Path) -> MeshPart:
