@@ -345,12 +345,16 @@ class Store:
             log.warning("%s", message)
 
     # -- writing
-    def _write_atomically(self, destination: Path, data: bytes) -> None:
-        """Write ``data`` to ``destination`` (under the root) through a temporary sibling renamed into place;
-        no folder on the way is a link followed (a planted one raises OSError)."""
-        parts = destination.parent.relative_to(self.root).parts
+    def _write_atomically(self, destination: Path | tuple[tuple[str, ...], str], data: bytes) -> None:
+        """Write ``data`` to ``destination`` (under the root; or (its folder's parts under the root, its
+        name): no pathlib object made) through a temporary sibling renamed into place; no folder on the way
+        is a link followed (a planted one raises OSError)."""
+        if isinstance(destination, tuple):
+            parts, name = destination
+        else:
+            parts, name = destination.parent.relative_to(self.root).parts, destination.name
         folder = self._open_folder(parts, create=True)
-        staging = f".{destination.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+        staging = f".{name}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
         try:
             fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
             try:
@@ -358,7 +362,7 @@ class Store:
                 _write_all(fd, data)
             finally:
                 os.close(fd)
-            os.replace(staging, destination.name, src_dir_fd=folder, dst_dir_fd=folder)
+            os.replace(staging, name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             try:
                 os.unlink(staging, dir_fd=folder)
@@ -378,15 +382,9 @@ class Store:
         sha = sha256_bytes(data)
         if not self.writable:
             return None
-        path = self._object_path(sha)
         try:
-            try:
-                present = os.lstat(path)
-                stored = stat.S_ISREG(present.st_mode) and present.st_size == len(data)
-            except OSError:
-                stored = False
-            if not stored:
-                self._write_atomically(path, data)
+            if not self._holds(sha, len(data)):
+                self._write_atomically((("objects", sha[:2]), sha), data)
         except OSError as exc:
             self._disable(exc)
             return None
@@ -424,7 +422,7 @@ class Store:
         text = json.dumps(body, sort_keys=True).encode()
         try:
             if not self._same_entry(key, text):  # an unchanged entry is only marked used, not rewritten
-                self._write_atomically(self._entry_path(key), text)
+                self._write_atomically((("entries", key[:2]), f"{key}.json"), text)
         except OSError as exc:
             self._disable(exc)
             return None
@@ -435,7 +433,7 @@ class Store:
     def _holds(self, sha: str, size: int) -> bool:
         """Whether the object ``sha`` is a regular file of ``size`` bytes (as ``put_bytes`` finds one stored)."""
         try:
-            present = os.lstat(self._object_path(sha))
+            present = os.lstat(self._object_name(sha))
         except OSError:
             return False
         return stat.S_ISREG(present.st_mode) and present.st_size == size
@@ -448,7 +446,7 @@ class Store:
         except OSError:
             return False
         try:
-            name = self._entry_path(key).name
+            name = f"{key}.json"
             if _read_regular(name, folder, len(text)) != text:
                 return False
             os.utime(name, dir_fd=folder, follow_symlinks=False)
