@@ -83,22 +83,28 @@ def decode_value(data: Any, depth: int = 0) -> Any:
     if depth > 64:
         raise ValueError("nested too deep")
     depth += 1
-    # Plain items are taken as they are, without a call each (most of a robot's values: a rebuild decodes
-    # about a thousand per robot).
+    # Plain items are taken as they are, without a call each, and a tagged value is told by its one key
+    # (most of a robot's values: a rebuild decodes about a thousand per robot).
     if type(data) is list:
         return [v if type(v) in _PLAIN else decode_value(v, depth) for v in data]
-    if type(data) is not dict or len(data) not in (1, 2):
+    if type(data) is not dict:
         raise ValueError(f"unexpected {type(data).__name__}")
-    if "~c" in data:
-        cls = _CLASSES.get(data["~c"]) if isinstance(data["~c"], str) else None
+    if len(data) == 2:
+        cls = _CLASSES.get(data.get("~c")) if type(data.get("~c")) is str else None
         fields = data.get("f")
         if cls is None or type(fields) is not dict or fields.keys() != _FIELD_NAMES[cls]:
-            raise ValueError(f"not a model class: {data['~c']!r}")
+            raise ValueError(f"not a model class: {data.get('~c')!r}")
         return cls(**{name: value if type(value) in _PLAIN else decode_value(value, depth)
                       for name, value in fields.items()})
-    if "~a" in data:
-        dtype, shape, text = _list(data["~a"], 3)
-        if dtype not in _ITEMSIZE or type(shape) is not list or len(shape) > 4 or type(text) is not str:
+    if len(data) != 1:
+        raise ValueError(f"unexpected {type(data).__name__}")
+    [(tag, payload)] = data.items()
+    if tag == "~a":
+        if type(payload) is not list or len(payload) != 3:
+            raise ValueError("malformed item")
+        dtype, shape, text = payload
+        if type(dtype) is not str or dtype not in _ITEMSIZE or type(shape) is not list or len(shape) > 4 \
+                or type(text) is not str:
             raise ValueError("bad array")
         size = _ITEMSIZE[dtype]
         for n in shape:
@@ -109,11 +115,9 @@ def decode_value(data: Any, depth: int = 0) -> Any:
         if len(raw) != size:
             raise ValueError("array size does not match its shape")
         return np.frombuffer(raw, dtype=dtype).reshape(shape)
-    if "~t" in data:
-        return tuple([v if type(v) in _PLAIN else decode_value(v, depth) for v in _list(data["~t"])])
-    if "~d" in data:
+    if tag == "~d":
         items = {}
-        for pair in _list(data["~d"]):
+        for pair in _list(payload):
             if type(pair) is not list or len(pair) != 2:
                 raise ValueError("bad mapping item")
             key, value = pair
@@ -123,13 +127,15 @@ def decode_value(data: Any, depth: int = 0) -> Any:
                     raise ValueError("bad mapping key")
             items[key] = value if type(value) in _PLAIN else decode_value(value, depth)
         return items
-    if "~p" in data:
-        if type(data["~p"]) is not str:
+    if tag == "~t":
+        return tuple([v if type(v) in _PLAIN else decode_value(v, depth) for v in _list(payload)])
+    if tag == "~p":
+        if type(payload) is not str:
             raise ValueError("bad path")
-        return Path(data["~p"])
-    if "~s" in data:
-        dtype, text = _list(data["~s"], 2)
-        if dtype not in _ITEMSIZE or type(text) is not str:
+        return Path(payload)
+    if tag == "~s":
+        dtype, text = _list(payload, 2)
+        if type(dtype) is not str or dtype not in _ITEMSIZE or type(text) is not str:
             raise ValueError("bad scalar")
         raw = binascii.a2b_base64(text, strict_mode=True)
         if len(raw) != _ITEMSIZE[dtype]:
