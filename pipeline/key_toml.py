@@ -1,5 +1,6 @@
 """A fast reader of the TOML that ``tomli_w`` writes for a lazy key (``pipeline.lazy``), for every rebuild's
-first step: ``tomllib`` is pure Python and took about 0.5 ms of a small robot's 10 ms cfg-only rebuild.
+first step: ``tomllib`` is pure Python and took about 0.5 ms of a small robot's 10 ms cfg-only rebuild;
+and ``dumps``, ``tomli_w.dumps``'s text made without its character-by-character string formatting.
 
 It reads only the forms ``tomli_w.dumps`` gives plain data: ``key = value`` lines (bare or basic-string keys,
 no dotted ones), ``[table.sub]`` headers, basic strings (no ``\\U`` escape), decimal integers,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Iterator
 
 
 class Unread(ValueError):
@@ -160,3 +161,79 @@ def _value(text: str, at: int) -> tuple[Any, int]:
     if match is not None and match.group() in _SPECIAL:
         return _SPECIAL[match.group()], match.end()
     raise Unread("a value")
+
+
+#: What ``tomli_w`` escapes in a basic string: the quote, the backslash and every ASCII control but tab.
+_ESCAPED = re.compile(r'["\\\x00-\x08\x0a-\x1f\x7f]')
+_COMPACT = {"\b": "\\b", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+_BARE_KEY = re.compile(_BARE)
+
+
+class Unwritten(ValueError):
+    """A document holding a form ``dumps`` does not write (an array of tables, another type)."""
+
+
+def _string(text: str) -> str:
+    """``text`` as ``tomli_w`` writes a basic string."""
+    if _ESCAPED.search(text) is None:
+        return f'"{text}"'
+    return '"' + _ESCAPED.sub(lambda m: _COMPACT.get(m.group()) or f"\\u{ord(m.group()):04x}", text) + '"'
+
+
+def _key_part(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else _string(key)
+
+
+def _literal(value: Any, level: int) -> str:
+    kind = type(value)
+    if kind is str:
+        return _string(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int or kind is float:
+        return str(value)
+    if kind is list or kind is tuple:
+        if not value:
+            return "[]"
+        indent = "    " * (level + 1)
+        return "[\n" + ",\n".join(indent + _literal(item, level + 1) for item in value) + f",\n{'    ' * level}]"
+    if kind is dict:
+        if not value:
+            return "{}"
+        return "{ " + ", ".join(f"{_key_part(k)} = {_literal(v, 0)}" for k, v in value.items()) + " }"
+    raise Unwritten(f"a {kind.__name__}")
+
+
+def dumps(document: dict[str, Any]) -> str:
+    """``tomli_w.dumps(document)`` for plain data (str keys; str, int, float, bool, list, tuple and dict
+    values); ``Unwritten`` for what it would write as an array of tables or does not take."""
+    return "".join(_table_chunks(document, ""))
+
+
+def _table_chunks(table: dict[str, Any], name: str) -> Iterator[str]:
+    """``tomli_w``'s ``gen_table_chunks`` without arrays of tables."""
+    yielded = False
+    literals, tables = [], []
+    for key, value in table.items():
+        if type(key) is not str:
+            raise Unwritten("a key that is not a string")
+        if type(value) is dict:
+            tables.append((key, value))
+        else:
+            if type(value) in (list, tuple) and value and all(type(item) is dict for item in value) and \
+                    not all(len(f"    {_literal(item, 0)},") <= 100 and "\n" not in _literal(item, 0) for item in value):
+                raise Unwritten("an array of tables")
+            literals.append((key, value))
+    if name and (literals or not tables):
+        yielded = True
+        yield f"[{name}]\n"
+    for key, value in literals:
+        yielded = True
+        yield f"{_key_part(key)} = {_literal(value, 0)}\n"
+    for key, value in tables:
+        if yielded:
+            yield "\n"
+        else:
+            yielded = True
+        part = _key_part(key)
+        yield from _table_chunks(value, f"{name}.{part}" if name else part)

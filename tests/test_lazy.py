@@ -151,12 +151,14 @@ def test_the_cfg_is_not_mutated_and_properties_are_absolute(obj_asset, tmp_path,
 
 
 def test_the_fast_key_reader_gives_what_tomllib_gives_or_hands_over():
-    """``pipeline.key_toml`` reads what ``key_to_toml`` writes (strings with every escape, floats of every
+    """``pipeline.key_toml`` writes what ``tomli_w`` writes, and reads what ``key_to_toml`` writes (strings with every escape, floats of every
     kind, big integers, nested and empty tables, arrays of inline tables) as ``tomllib`` does, and on an edited
     text either gives ``tomllib``'s result or hands over (``Unread``): never another document, never one
     that ``tomllib`` refuses."""
     import random
     import tomllib
+
+    import tomli_w
 
     from usdforge.pipeline.key_toml import Unread, loads
     from usdforge.pipeline.lazy import LazyKey, key_to_toml
@@ -172,6 +174,7 @@ def test_the_fast_key_reader_gives_what_tomllib_gives_or_hands_over():
                        "joint_drive": {"gains": {"type": "PDGainsCfg", "stiffness": 1234.0}}, "gains": [1.0, 2.5]},
                   code="1" * 64, stamps={"robot.urdf": [10980, 1795712386112548419, 3794790, 65024]}, reading="2" * 64)
     text = key_to_toml(key)
+    assert text == tomli_w.dumps(attrs.asdict(key))  # the fast writer's text is tomli_w's
     assert repr(loads(text)) == repr(tomllib.loads(text))
     assert loads(text)["cfg"]["name"] == awkward
     lines = text.split("\n")
