@@ -657,8 +657,10 @@ class Store:
         if body is None:
             return None
         names, shas = list(body["files"]), list(body["files"].values())
-        # Read and hashed side by side when large (a robot's geometry layer and textures: megabytes).
-        contents = by_size_in_threads(self.get_bytes, shas, [_lsize(self._object_name(sha)) for sha in shas])
+        # Read and hashed side by side when large (a robot's geometry layer and textures: megabytes); one
+        # object (most of a rebuild's dozen layer lookups) needs no stat of its size first.
+        contents = [self.get_bytes(sha) for sha in shas] if len(shas) < 2 else \
+            by_size_in_threads(self.get_bytes, shas, [_lsize(self._object_name(sha)) for sha in shas])
         if any(data is None for data in contents):
             return None
         return Artifact(dict(zip(names, contents)), body.get("meta"), dict(body["files"]))
