@@ -214,7 +214,8 @@ def patched_text(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[
     attributes: dict[Sdf.Path, dict[str, int]] = {}
     schemas: dict[Sdf.Path, list[str]] = {}
     approximations: list[int] = []
-    stack: list[tuple[str, str | None, Sdf.Path | None]] = []  # ("prim" | "meta" | "other", its prim, in wanted)
+    # ("prim" | "meta" | "other", its prim's path text, that prim's path when it is in wanted, else None)
+    stack: list[tuple[str, str | None, Sdf.Path | None]] = []
     top: tuple[str, str | None, Sdf.Path | None] = ("top", None, None)  # stack[-1], or the file's top
     pending: str | None = None  # a prim whose "{" comes next
     for index, line in enumerate(lines):
