@@ -45,7 +45,7 @@ import shutil
 import stat
 import threading
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 from usdforge.pipeline.fingerprint import by_size_in_threads
@@ -182,6 +182,10 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+#: A control character, DEL or backslash: never in a file name of the cache.
+_UNSAFE_CHARACTER = re.compile(r"[\x00-\x1f\\\x7f]")
+
+
 def unsafe_file_name(name: object) -> str | None:
     """Why ``name`` (a file name in a cache entry or a worker's artifact) cannot be written under an
     output folder, or None when it can: a plain relative POSIX path (no ``..``, ``.`` or empty part, not
@@ -190,7 +194,7 @@ def unsafe_file_name(name: object) -> str | None:
         return "not a file name"
     if len(name) > 1024:
         return "longer than 1024 characters"
-    if any(ord(c) < 32 or c in "\\\x7f" for c in name):
+    if _UNSAFE_CHARACTER.search(name) is not None:
         return "a control character or backslash in the name"
     if name.startswith("/"):
         return "an absolute path"
@@ -207,11 +211,21 @@ def unsafe_file_names(names: Iterable[object]) -> str | None:
         problem = unsafe_file_name(name)
         if problem is not None:
             return f"{name!r}: {problem}"
-    folders = {str(parent) for name in names for parent in PurePosixPath(name).parents}
+    # Each name's folders ("a/b/c": "a/b", "a"), by its slashes: every name is a plain relative path here,
+    # so this is what ``PurePosixPath(name).parents`` gives (but "."), without pathlib's cost per name.
+    folders = {name[:at] for name in names for at in _slashes(name)}
     for name in names:
         if name in folders:
             return f"{name!r}: both a file and a folder"
     return None
+
+
+def _slashes(name: str) -> Iterator[int]:
+    """The index of each "/" in ``name``."""
+    at = name.find("/")
+    while at >= 0:
+        yield at
+        at = name.find("/", at + 1)
 
 
 def is_sha256(value: object) -> bool:
@@ -251,6 +265,7 @@ class Store:
 
     def __init__(self, root: str | Path, build: str | None = None, max_bytes: int | None | bool = True):
         self.root = Path(root)
+        self._root_name = os.fspath(self.root)
         self.writable = True
         #: The build its lookups count for (None: ``build_id()``); a Dask worker records under the doit side's.
         self.build = build
@@ -264,6 +279,10 @@ class Store:
     # -- paths
     def _object_path(self, sha: str) -> Path:
         return self.root / "objects" / sha[:2] / sha
+
+    def _object_name(self, sha: str) -> str:
+        """``_object_path`` as a string (for a stat: no pathlib object made)."""
+        return f"{self._root_name}/objects/{sha[:2]}/{sha}"
 
     def _entry_path(self, key: str) -> Path:
         return self.root / "entries" / key[:2] / f"{key}.json"
@@ -326,12 +345,16 @@ class Store:
             log.warning("%s", message)
 
     # -- writing
-    def _write_atomically(self, destination: Path, data: bytes) -> None:
-        """Write ``data`` to ``destination`` (under the root) through a temporary sibling renamed into place;
-        no folder on the way is a link followed (a planted one raises OSError)."""
-        parts = destination.parent.relative_to(self.root).parts
+    def _write_atomically(self, destination: Path | tuple[tuple[str, ...], str], data: bytes) -> None:
+        """Write ``data`` to ``destination`` (under the root; or (its folder's parts under the root, its
+        name): no pathlib object made) through a temporary sibling renamed into place; no folder on the way
+        is a link followed (a planted one raises OSError)."""
+        if isinstance(destination, tuple):
+            parts, name = destination
+        else:
+            parts, name = destination.parent.relative_to(self.root).parts, destination.name
         folder = self._open_folder(parts, create=True)
-        staging = f".{destination.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+        staging = f".{name}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
         try:
             fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder)
             try:
@@ -339,7 +362,7 @@ class Store:
                 _write_all(fd, data)
             finally:
                 os.close(fd)
-            os.replace(staging, destination.name, src_dir_fd=folder, dst_dir_fd=folder)
+            os.replace(staging, name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             try:
                 os.unlink(staging, dir_fd=folder)
@@ -359,15 +382,9 @@ class Store:
         sha = sha256_bytes(data)
         if not self.writable:
             return None
-        path = self._object_path(sha)
         try:
-            try:
-                present = os.lstat(path)
-                stored = stat.S_ISREG(present.st_mode) and present.st_size == len(data)
-            except OSError:
-                stored = False
-            if not stored:
-                self._write_atomically(path, data)
+            if not self._holds(sha, len(data)):
+                self._write_atomically((("objects", sha[:2]), sha), data)
         except OSError as exc:
             self._disable(exc)
             return None
@@ -405,7 +422,7 @@ class Store:
         text = json.dumps(body, sort_keys=True).encode()
         try:
             if not self._same_entry(key, text):  # an unchanged entry is only marked used, not rewritten
-                self._write_atomically(self._entry_path(key), text)
+                self._write_atomically((("entries", key[:2]), f"{key}.json"), text)
         except OSError as exc:
             self._disable(exc)
             return None
@@ -416,7 +433,7 @@ class Store:
     def _holds(self, sha: str, size: int) -> bool:
         """Whether the object ``sha`` is a regular file of ``size`` bytes (as ``put_bytes`` finds one stored)."""
         try:
-            present = os.lstat(self._object_path(sha))
+            present = os.lstat(self._object_name(sha))
         except OSError:
             return False
         return stat.S_ISREG(present.st_mode) and present.st_size == size
@@ -429,7 +446,7 @@ class Store:
         except OSError:
             return False
         try:
-            name = self._entry_path(key).name
+            name = f"{key}.json"
             if _read_regular(name, folder, len(text)) != text:
                 return False
             os.utime(name, dir_fd=folder, follow_symlinks=False)
@@ -586,7 +603,6 @@ class Store:
         """An artifact's entry ({"files": {relative name: object sha256}, "meta": …}), or None when absent
         or unreadable. An entry naming a file that cannot be written under an output folder
         (``unsafe_file_names``) or an object by anything but a SHA-256 is corrupt."""
-        path = self._entry_path(key)
         try:
             folder = self._open_folder(("entries", key[:2]))
         except FileNotFoundError:
@@ -594,17 +610,19 @@ class Store:
         except OSError:
             folder = None  # reported as corrupt below, as a read through it would be
         try:
-            return self._entry_in(key, path, folder)
+            return self._entry_in(key, folder)
         finally:
             if folder is not None:
                 os.close(folder)
 
-    def _entry_in(self, key: str, path: Path, folder: int | None) -> dict[str, Any] | None:
-        """``entry`` of ``key`` at ``path``, read through the descriptor of its folder (None: unreadable)."""
+    def _entry_in(self, key: str, folder: int | None) -> dict[str, Any] | None:
+        """``entry`` of ``key``, read through the descriptor of its folder (None: unreadable). The entry's
+        ``Path`` is made only for a warning (pathlib costs more than the read: a rebuild looks a dozen up)."""
+        name = f"{key}.json"
         try:
             if folder is None:
-                raise OSError(f"{path.parent}: not a folder of the cache")
-            body = json.loads(_read_regular(path.name, folder, MAX_ENTRY_BYTES))
+                raise OSError(f"{self._entry_path(key).parent}: not a folder of the cache")
+            body = json.loads(_read_regular(name, folder, MAX_ENTRY_BYTES))
             checksum = body.pop("checksum")
             if body.get("key") != key or sha256_bytes(json.dumps(body, sort_keys=True).encode()) != checksum:
                 raise ValueError("checksum")
@@ -615,22 +633,22 @@ class Store:
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
-            self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} is corrupt: ignored, the "
-                                            "artifact is rebuilt")
+            self._warn_once(f"entry:{key}", f"warning: the build cache entry {self._entry_path(key)} is corrupt: "
+                                            "ignored, the artifact is rebuilt")
             return None
         unclaimed = self._unclaimed(key, body["files"])
         if unclaimed:
             # Claims in a file named by the object (an older usdforge's, one line per entry): a miss, stored
             # again, not a forgery worth a warning.
             if not all(self._is_regular(("claims",), sha) for sha in unclaimed):
-                self._warn_once(f"entry:{key}", f"warning: the build cache entry {path} names objects that were "
-                                                "not written for its key under those names: ignored, the artifact "
-                                                "is rebuilt")
+                self._warn_once(f"entry:{key}", f"warning: the build cache entry {self._entry_path(key)} names "
+                                                "objects that were not written for its key under those names: "
+                                                "ignored, the artifact is rebuilt")
             return None
         # The entry's modification time is its last use (prune drops the oldest); in a read-only cache it
         # cannot be set, and the entry is used all the same.
         with contextlib.suppress(OSError):
-            os.utime(path.name, dir_fd=folder, follow_symlinks=False)
+            os.utime(name, dir_fd=folder, follow_symlinks=False)
         return body
 
     def get_entry(self, key: str) -> Artifact | None:
@@ -639,8 +657,10 @@ class Store:
         if body is None:
             return None
         names, shas = list(body["files"]), list(body["files"].values())
-        # Read and hashed side by side when large (a robot's geometry layer and textures: megabytes).
-        contents = by_size_in_threads(self.get_bytes, shas, [_lsize(self._object_path(sha)) for sha in shas])
+        # Read and hashed side by side when large (a robot's geometry layer and textures: megabytes); one
+        # object (most of a rebuild's dozen layer lookups) needs no stat of its size first.
+        contents = [self.get_bytes(sha) for sha in shas] if len(shas) < 2 else \
+            by_size_in_threads(self.get_bytes, shas, [_lsize(self._object_name(sha)) for sha in shas])
         if any(data is None for data in contents):
             return None
         return Artifact(dict(zip(names, contents)), body.get("meta"), dict(body["files"]))
@@ -890,7 +910,7 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _lsize(path: Path) -> int:
+def _lsize(path: str | Path) -> int:
     try:
         return os.lstat(path).st_size
     except OSError:

@@ -111,11 +111,20 @@ def unit_keys(kind: str, cfg: Any, source: str) -> dict[str, str]:
     if kind not in LAYER_FIELDS or not cfg.run_asset_transformer:
         return {}
     keys = {}
+    plain: dict[str, tuple[Any, Any]] = {}  # field → (the value a view gave, its plain data): most units share fields
+
+    def field(seen: Any, name: str) -> Any:
+        value = getattr(seen, name)
+        known = plain.get(name)
+        if known is None or known[0] is not value:  # a projected value is another object: made again
+            known = plain[name] = (value, _plain(value))
+        return known[1]
+
     for unit in KEYED_UNITS:
         if unit == "articulation_cfg" and not cfg.articulation_cfg:
             continue
         seen = view(cfg, kind, unit)
-        fields = {name: _plain(getattr(seen, name)) for name in LAYER_FIELDS[kind][unit]}
+        fields = {name: field(seen, name) for name in LAYER_FIELDS[kind][unit]}
         keys[unit] = _digest({"unit": unit, "source": source, "fields": fields, "file": cfg.usd_file_name})
         if unit == "articulation_cfg":  # its facts without the drives (rules.robot.isaaclab_cfg.FACTS_UNIT)
             base = {name: value for name, value in fields.items() if name not in DRIVE_FIELDS[kind]}

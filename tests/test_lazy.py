@@ -148,3 +148,55 @@ def test_the_cfg_is_not_mutated_and_properties_are_absolute(obj_asset, tmp_path,
     converter = MeshConverter(cfg)
     assert cfg.usd_dir == "out" and attrs.evolve(cfg) == cfg
     assert Path(converter.usd_dir).is_absolute() and Path(converter.usd_path).is_file()
+
+
+def test_the_fast_key_reader_gives_what_tomllib_gives_or_hands_over():
+    """``pipeline.key_toml`` writes what ``tomli_w`` writes, and reads what ``key_to_toml`` writes (strings with every escape, floats of every
+    kind, big integers, nested and empty tables, arrays of inline tables) as ``tomllib`` does, and on an edited
+    text either gives ``tomllib``'s result or hands over (``Unread``): never another document, never one
+    that ``tomllib`` refuses."""
+    import random
+    import tomllib
+
+    import tomli_w
+
+    from usdforge.pipeline.key_toml import Unread, loads
+    from usdforge.pipeline.lazy import LazyKey, key_to_toml
+
+    awkward = 'a "quoted" \\ back\\slash\nnew line\x01 é ☃ # not a comment = [x]'
+    key = LazyKey(kind="urdf", cache_key="c" * 64, config_digest="d" * 64, source="../a/robot.urdf",
+                  libraries={"usd-core": "26.11", "coacd": "absent"}, asset={"robot.urdf": "e" * 64},
+                  references={"package://p/meshes/a b.dae": "f" * 64, awkward: "missing"},
+                  outputs={"payloads/Physics/physX.usda": "0" * 64},
+                  cfg={"fix_base": True, "link_density": 0.0, "tiny": 1e-05, "huge": 1.5e300, "inf": float("inf"),
+                       "ninf": float("-inf"), "neg": -0.0, "count": -7, "name": awkward, "empty": {}, "list": [],
+                       "ros_package_paths": [{"name": "p", "path": "../a/p"}, {"name": awkward, "path": ""}],
+                       "joint_drive": {"gains": {"type": "PDGainsCfg", "stiffness": 1234.0}}, "gains": [1.0, 2.5]},
+                  code="1" * 64, stamps={"robot.urdf": [10980, 1795712386112548419, 3794790, 65024]}, reading="2" * 64)
+    text = key_to_toml(key)
+    assert text == tomli_w.dumps(attrs.asdict(key))  # the fast writer's text is tomli_w's
+    assert repr(loads(text)) == repr(tomllib.loads(text))
+    assert loads(text)["cfg"]["name"] == awkward
+    lines = text.split("\n")
+    pieces = ['"', "\\", "#", "[", "]", "{", "}", ",", " ", "=", ".", "\t", "'", "1", "-", "+", "e", "nan", "inf",
+              "true", "\\u0041", "[a]", "[[cfg]]", "x = {}", "[cfg]", "[cfg.empty]", "[cfg.empty.x]", "    1,", "0x1",
+              "1_0", "1979-05-27", '"a.b"', "a.b = 1", "\x7f", "{ a = 1 }", "{a=1}", '"""', "01", "1.", "-0", "kind = 1"]
+    rng = random.Random(5)
+    same = 0
+    for _ in range(2000):
+        edited = list(lines)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(edited))
+            if rng.random() < 0.5:
+                cut = rng.randint(0, len(edited[at]))
+                edited[at] = edited[at][:cut] + rng.choice(pieces) + edited[at][cut + rng.randint(0, 2):]
+            else:
+                edited.insert(at, rng.choice(pieces + lines))
+        edited_text = "\n".join(edited)
+        try:
+            mine = loads(edited_text)
+        except Unread:
+            continue
+        assert repr(mine) == repr(tomllib.loads(edited_text)), edited_text  # tomllib raising fails too
+        same += 1
+    assert same > 200  # many edits it reads itself

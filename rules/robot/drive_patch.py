@@ -184,6 +184,8 @@ UNSUPPORTED = object()
 _HEADER = re.compile(r'^( *)(?:def|over|class)(?: [\w:]+)? "([A-Za-z_][A-Za-z_0-9]*)"( \()?$')
 #: An attribute's line: ``[uniform ]<type> <name> = <value>[ (]`` (`` (``: its metadata follows).
 _ATTRIBUTE = re.compile(r"^ *(uniform )?(\S+) ([^\s=]+) = (.*?)( \()?$")
+#: A line closing a bracket.
+_CLOSERS = frozenset(("}", ")", "]"))
 #: An ``apiSchemas`` list op in a prim's metadata, as ``rules.usd.layer.apply_schemas`` writes it.
 _API_SCHEMAS = re.compile(r'^ *(\w+ )?apiSchemas = \[(.*)\]$')
 
@@ -206,58 +208,66 @@ def patched_text(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[
     if '"""' in text or "\r" in text or "variantSet" in text:
         return UNSUPPORTED
     lines = text.split("\n")
+    # Prims by their path's text (a path made for each of a layer's prims cost most of the reading).
+    wanted_at = {path.pathString: path for path in wanted}
     # Each prim's attribute lines (name → line index) and its apiSchemas op, for the prims to patch.
     attributes: dict[Sdf.Path, dict[str, int]] = {}
     schemas: dict[Sdf.Path, list[str]] = {}
     approximations: list[int] = []
-    stack: list[tuple[str, Sdf.Path | None, bool]] = []  # ("prim" | "meta" | "other", its prim, in wanted)
-    pending: Sdf.Path | None = None  # a prim whose "{" comes next
+    # ("prim" | "meta" | "other", its prim's path text, that prim's path when it is in wanted, else None)
+    stack: list[tuple[str, str | None, Sdf.Path | None]] = []
+    top: tuple[str, str | None, Sdf.Path | None] = ("top", None, None)  # stack[-1], or the file's top
+    pending: str | None = None  # a prim whose "{" comes next
     for index, line in enumerate(lines):
         stripped = line.strip()
-        if stripped in ("}", ")", "]"):
+        if stripped in _CLOSERS:
             if not stack:
                 return UNSUPPORTED
             kind, path, _ = stack.pop()
+            top = stack[-1] if stack else ("top", None, None)
             if kind == "meta":
                 pending = path
             continue
         if stripped == "{":
             if pending is None:
                 return UNSUPPORTED
-            stack.append(("prim", pending, pending in wanted))
+            top = ("prim", pending, wanted_at.get(pending))
+            stack.append(top)
             pending = None
             continue
         if pending is not None:
             return UNSUPPORTED
-        header = _HEADER.match(line) if stripped.startswith(("def ", "over ", "class ")) else None
-        if header is not None:
-            parent = stack[-1][1] if stack and stack[-1][0] == "prim" else None
-            if stack and parent is None:
-                return UNSUPPORTED
-            path = (parent or Sdf.Path.absoluteRootPath).AppendChild(header.group(2))
-            if header.group(3):
-                stack.append(("meta", path, path in wanted))
-            else:
-                pending = path
-            continue
-        kind, path, in_wanted = stack[-1] if stack else ("top", None, False)
-        if kind == "meta" and in_wanted and "apiSchemas" in stripped:
+        kind, path, in_wanted = top
+        if stripped.startswith(("def ", "over ", "class ")):
+            header = _HEADER.match(line)
+            if header is not None:
+                if stack and kind != "prim":
+                    return UNSUPPORTED
+                child = f"{path if kind == 'prim' else ''}/{header.group(2)}"
+                if header.group(3):
+                    top = ("meta", child, wanted_at.get(child))
+                    stack.append(top)
+                else:
+                    pending = child
+                continue
+        if in_wanted is not None and kind == "meta" and "apiSchemas" in stripped:
             match = _API_SCHEMAS.match(line)
-            if match is None or match.group(1) != "prepend " or path in schemas:
+            if match is None or match.group(1) != "prepend " or in_wanted in schemas:
                 return UNSUPPORTED
-            schemas[path] = re.findall(r'"([^"]*)"', match.group(2))
-        elif kind == "prim" and (in_wanted or "physics:approximation" in stripped):
+            schemas[in_wanted] = re.findall(r'"([^"]*)"', match.group(2))
+        elif kind == "prim" and (in_wanted is not None or "physics:approximation" in stripped):
             match = _ATTRIBUTE.match(line)
             if match is not None:
                 name = match.group(3)
                 if name == "physics:approximation":
                     approximations.append(index)
-                if in_wanted and patched(name):
-                    attributes.setdefault(path, {})[name] = index
+                if in_wanted is not None and patched(name):
+                    attributes.setdefault(in_wanted, {})[name] = index
             elif " physics:approximation " in line:  # an attribute in a form not read here
                 return UNSUPPORTED
         if stripped.endswith(("(", "{", "[")):
-            stack.append(("other", path if kind != "top" else None, False))
+            top = ("other", path if kind != "top" else None, None)
+            stack.append(top)
     if stack or pending is not None:
         return UNSUPPORTED
     changes: list[tuple[int, Sdf.ValueTypeName, Any, bool]] = []  # line, type, value, uniform

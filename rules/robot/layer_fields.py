@@ -26,6 +26,7 @@ cannot drift).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import attrs
@@ -116,17 +117,19 @@ class FieldView:
     """A cfg seen through one unit's declaration: its declared fields (and any non-field attribute of
     the cfg class), and ``UndeclaredField`` for every other field."""
 
-    __slots__ = ("_cfg", "_fields", "_unit", "_projections")
+    __slots__ = ("_cfg", "_fields", "_unit", "_projections", "_undeclared")
 
     def __init__(self, cfg: Any, fields: tuple[str, ...], unit: str = "?"):
         object.__setattr__(self, "_cfg", cfg)
         object.__setattr__(self, "_fields", frozenset(fields))
         object.__setattr__(self, "_unit", unit)
         object.__setattr__(self, "_projections", PROJECTIONS.get(unit, {}))
+        # The cfg's fields the unit may not read, found once (attrs.fields_dict makes a dict per call).
+        object.__setattr__(self, "_undeclared", _field_names(type(cfg)) - self._fields)
 
     def __getattr__(self, name: str) -> Any:
         cfg = object.__getattribute__(self, "_cfg")
-        if name in attrs.fields_dict(type(cfg)) and name not in object.__getattribute__(self, "_fields"):
+        if name in object.__getattribute__(self, "_undeclared"):
             raise UndeclaredField(f"the {object.__getattribute__(self, '_unit')} unit read the cfg field "
                                   f"'{name}', which it does not declare (rules.robot.layer_fields)")
         projection = object.__getattribute__(self, "_projections").get(name)
@@ -134,6 +137,12 @@ class FieldView:
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("a cfg view is read-only")
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    """The attrs fields of the cfg class ``cls``, by name."""
+    return frozenset(attrs.fields_dict(cls))
 
 
 def unit_fields(kind: str, unit: str) -> tuple[str, ...]:
