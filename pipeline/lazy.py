@@ -68,14 +68,9 @@ def key_to_toml(key: LazyKey) -> str:
     """TOML text of a key (None values of the cfg left out: TOML has no null)."""
     from usdforge.schemas.serialization import _drop_none
 
-    from usdforge.pipeline.key_toml import Unwritten, dumps
-
     data = attrs.asdict(key)
     data["cfg"] = _drop_none(data["cfg"])
-    try:
-        return dumps(data)  # tomli_w's text, in a fraction of its time
-    except Unwritten:
-        return tomli_w.dumps(data)
+    return tomli_w.dumps(data)
 
 
 def read_key(path: Path) -> LazyKey | None:
@@ -84,20 +79,11 @@ def read_key(path: Path) -> LazyKey | None:
         text = path.read_text()
     except (OSError, UnicodeDecodeError):
         return None
-    from usdforge.pipeline.key_toml import Unread, loads
+    import tomllib  # here: a first conversion (no key yet) never imports it
 
     try:
-        data = loads(text)  # what tomllib reads, in a third of its time (a form it does not take: tomllib)
-    except Unread:
-        import tomllib  # here: a first conversion (no key yet) never imports it
-
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError:
-            return None
-    try:
-        return LazyKey(**data)
-    except TypeError:
+        return LazyKey(**tomllib.loads(text))
+    except (tomllib.TOMLDecodeError, TypeError):
         return None
 
 
