@@ -129,12 +129,12 @@ def write_layer(write, path: Path) -> None:
     raise error
 
 
-def write_text(path: Path, text: str) -> bool:
-    """Write a text layer's ``ExportToString`` to ``path`` as ``Save`` writes it (the same bytes, through a
-    temporary file renamed into place), for ``write_layer``; OSError when it cannot."""
+def write_text(path: Path, text: str | bytes) -> bool:
+    """Write a text layer's ``ExportToString`` (or a layer's bytes) to ``path`` as ``Save`` writes it (the
+    same bytes, through a temporary file renamed into place), for ``write_layer``; OSError when it cannot."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        temporary.write_bytes(text.encode())
+        temporary.write_bytes(text.encode() if isinstance(text, str) else text)
         os.replace(temporary, path)
     except OSError:
         temporary.unlink(missing_ok=True)
