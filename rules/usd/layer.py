@@ -97,10 +97,16 @@ def attribute(spec: Sdf.PrimSpec, name: str, type_name: Sdf.ValueTypeName, value
 def relationship(spec: Sdf.PrimSpec, name: str, targets: Iterable[Sdf.Path | str], *,
                  custom: bool = False) -> Sdf.RelationshipSpec:
     """The relationship ``name`` on ``spec`` with exactly ``targets`` (an explicit list, even when empty)."""
-    rel = spec.relationships.get(name) or Sdf.RelationshipSpec(spec, name, custom)
+    items = [_path(t) for t in targets]
+    rel = spec.relationships.get(name)
+    if rel is None:
+        rel = Sdf.RelationshipSpec(spec, name, custom)
+        if items:  # a new relationship's list becomes explicit with its items
+            rel.targetPathList.explicitItems = items
+            return rel
     paths = rel.targetPathList  # one proxy (each is made anew)
     paths.ClearEditsAndMakeExplicit()  # an empty list is still an opinion: "no targets"
-    paths.explicitItems = [_path(t) for t in targets]
+    paths.explicitItems = items
     return rel
 
 
@@ -263,10 +269,19 @@ def principal_axes(tensor: np.ndarray) -> tuple[np.ndarray, tuple[float, float, 
     """Principal moments (3,) in kg·m² and principal axes as a quaternion (w, x, y, z), w >= 0, of a
     symmetric inertia tensor (3, 3) about the centre of mass: ``R diag(moments) Rᵀ == tensor`` with R
     proper. A diagonal tensor keeps the body axes rather than eigh's sorted, permuted ones."""
-    symmetric = 0.5 * (np.asarray(tensor, dtype=float) + np.asarray(tensor, dtype=float).T)
-    off = abs(symmetric[0, 1]) + abs(symmetric[0, 2]) + abs(symmetric[1, 2])
-    if off <= 1e-12 * max(float(np.abs(symmetric).max()), 1e-300):
-        return np.clip(np.diag(symmetric).copy(), 0.0, None), (1.0, 0.0, 0.0, 0.0)
+    # 0.5 * (A + Aᵀ) in plain floats, element by element as numpy computes it (the same values; numpy's
+    # per-call cost was most of this for one body's 3 x 3).
+    (a, b, c), (d, e, f), (g, h, i) = np.asarray(tensor, dtype=float).tolist()
+    s00, s11, s22, s01, s02, s12 = 0.5 * (a + a), 0.5 * (e + e), 0.5 * (i + i), 0.5 * (b + d), 0.5 * (c + g), \
+        0.5 * (f + h)
+    symmetric = np.array([[s00, s01, s02], [s01, s11, s12], [s02, s12, s22]])
+    entries = (s00, s11, s22, s01, s02, s12)
+    if not all(-math.inf < v < math.inf for v in entries):  # non-finite: numpy's reductions decide, as they did
+        off, scale = abs(s01) + abs(s02) + abs(s12), float(np.abs(symmetric).max())
+    else:
+        off, scale = abs(s01) + abs(s02) + abs(s12), max(abs(v) for v in entries)
+    if off <= 1e-12 * max(scale, 1e-300):
+        return np.clip(np.array([s00, s11, s22]), 0.0, None), (1.0, 0.0, 0.0, 0.0)
     moments, axes = np.linalg.eigh(symmetric)
     if np.linalg.det(axes) < 0:
         axes[:, 2] = -axes[:, 2]
