@@ -129,7 +129,8 @@ class RobotLayers:
                 key = layer.ExportToString()
                 if key not in _EMPTY_CRATES:
                     write_layer(lambda: layer.Save(force=True), file)
-                    _EMPTY_CRATES[key] = file.read_bytes()
+                    if len(_EMPTY_CRATES) < 64:  # a handful of metadata sets in practice
+                        _EMPTY_CRATES[key] = file.read_bytes()
                 else:  # an empty crate's Save takes 0.5 ms, a third of cartpole's saving
                     write_layer(lambda: write_text(file, _EMPTY_CRATES[key]), file)
         from usdforge.rules.robot.isaaclab_cfg import hold_saved
