@@ -4,6 +4,7 @@ small helpers every URDF reader needs (element descriptions, numbers, vectors). 
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -94,5 +95,13 @@ def numbers(element: etree._Element, attribute: str, count: int | tuple[int, ...
 
 def number(element: etree._Element, attribute: str, file: Path, default: float | None = None) -> float | None:
     """The attribute as one finite float, ``default`` when absent; ConversionError when malformed."""
-    values = numbers(element, attribute, 1, file)
-    return default if values is None else values[0]
+    text = element.get(attribute)
+    if text is None:
+        return default
+    try:  # float() of the text: what splitting it into one token gives, without the split and the tuple
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE:
+        return value
+    return numbers(element, attribute, 1, file)[0]  # the ConversionError, worded as numbers words it
