@@ -565,3 +565,28 @@ def test_a_rebuild_scans_again_when_the_source_names_a_package_found_by_search(t
     given = [{"name": "parts", "path": str(tree / "parts")}]
     build("given", ros_package_paths=given)
     assert build("given", ros_package_paths=given, self_collision=True).converted and len(scans) == 3
+
+
+def test_a_prim_less_crate_layer_is_written_from_its_own_content(tmp_path):
+    """``RobotLayers.save`` writes a crate layer without prims (a robot without meshes: the geometry layer)
+    from the bytes of the first one saved in the process with the same text: the bytes are Sdf's own Save of
+    that content, and a layer whose metadata differs is saved anew, not given the remembered bytes."""
+    from pxr import Sdf
+
+    from usdforge.rules.robot.layers import RobotLayers
+
+    def saved(folder: Path, data: dict | None = None) -> bytes:
+        layers = RobotLayers("robot", folder, "robot.usda", layered=True)
+        if data is not None:
+            layers.layer("geometry").customLayerData = data
+        layers.save("robot")
+        return (folder / ROBOT_LAYER_FILES["geometry"]).read_bytes()
+
+    first, second = saved(tmp_path / "a"), saved(tmp_path / "b")
+    reference = Sdf.Layer.OpenAsAnonymous(str(tmp_path / "a" / ROBOT_LAYER_FILES["geometry"]))
+    reference.Export(str(tmp_path / "reference.usd"))
+    assert first == second == (tmp_path / "reference.usd").read_bytes()
+    other = saved(tmp_path / "c", {"note": "a different layer"})
+    assert other != first
+    assert Sdf.Layer.OpenAsAnonymous(str(tmp_path / "c" / ROBOT_LAYER_FILES["geometry"])).customLayerData == \
+        {"note": "a different layer"}

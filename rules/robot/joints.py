@@ -67,8 +67,8 @@ def _rotation(unit: np.ndarray, sine: float, cosine: float) -> np.ndarray:
     return cosine * np.eye(3) + sine * cross + (1.0 - cosine) * np.outer(unit, unit)
 
 
-def _vec3f(values) -> Gf.Vec3f:
-    return Gf.Vec3f(*map(float, values))
+def _vec3f(values: np.ndarray) -> Gf.Vec3f:
+    return Gf.Vec3f(*values.tolist())  # the same floats as float() of each, in one call
 
 
 def joint_paths(root: Sdf.Path, robot: Robot, taken: set[str] | None = None) -> dict[str, Sdf.Path]:

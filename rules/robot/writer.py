@@ -322,10 +322,9 @@ class _RobotWriter:
         if not physics:
             return
         spec = self.layers.over("physics", self.link_paths[link.name])
-        sdf.apply_schemas(spec, "PhysicsRigidBodyAPI")
         if link.kinematic:
             sdf.attribute(spec, "physics:kinematicEnabled", T.Bool, True)
-        sdf.mass(spec, inertial.mass, inertial.center_of_mass, inertial.inertia)
+        sdf.mass(spec, inertial.mass, inertial.center_of_mass, inertial.inertia, schemas=("PhysicsRigidBodyAPI",))
 
 
 #: The robot root's own children, whose names links and frames do not take.

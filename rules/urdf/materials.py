@@ -33,7 +33,7 @@ def read_material(src: UrdfSource, element: etree._Element) -> Material | None:
         if rgba is None:
             src.warn("<color> without rgba ignored", color_element)
         else:
-            color = tuple(float(np.clip(v, 0.0, 1.0)) for v in rgba)
+            color = tuple(min(max(v, 0.0), 1.0) for v in rgba)  # finite floats (numbers): np.clip's values
     texture = None
     if texture_element is not None:
         texture = src.file(texture_element, "filename", "texture")
