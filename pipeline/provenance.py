@@ -29,9 +29,10 @@ def stamp_provenance(usd_file: Path, record: dict[str, str]) -> None:
 
 @contextmanager
 def provenance_on_save(usd_file: Path, record: dict[str, str]) -> Iterator[set[str]]:
-    """Within the block, a rule that saves the text layer at ``usd_file`` (``rules.usd.stage.save_stage``)
-    records ``record`` in it as it saves, with the bytes ``stamp_provenance`` would give. Yields a set
-    holding the file's real path once that happened (else ``stamp_provenance`` is still needed)."""
+    """Within the block, a rule that saves the layer at ``usd_file`` (``rules.usd.stage.save_stage``,
+    ``RobotLayers.save``) records ``record`` in it as it saves (a text layer: the bytes ``stamp_provenance``
+    would give; a crate layer: written once, not saved a second time). Yields a set holding the file's real
+    path once that happened (else ``stamp_provenance`` is still needed)."""
     from usdforge.rules.usd.stage import custom_data_on_save
 
     with custom_data_on_save(usd_file, PROVENANCE_KEY, dict(sorted(record.items()))) as done:

@@ -89,12 +89,13 @@ _ON_SAVE: ContextVar[tuple[str, str, dict, set[str]] | None] = ContextVar("usdfo
 
 @contextlib.contextmanager
 def custom_data_on_save(path: Path, key: str, value: dict) -> Iterator[set[str]]:
-    """Within the block, ``save_stage`` of the text layer (``.usda``) at ``path`` sets its
-    ``customLayerData[key]`` to ``value`` before writing it. Yields a set that holds ``path`` once that
-    happened. A text layer's bytes are the same as when the data is added by opening the saved file and
-    saving it again (a binary layer's are not: crate appends), without the second read and write."""
+    """Within the block, ``save_stage`` (or ``RobotLayers.save``) of the layer at ``path`` sets its
+    ``customLayerData[key]`` to ``value`` before writing it, in the one save. Yields a set that holds
+    ``path`` once that happened. A text layer's bytes are those of adding the data to the saved file and
+    saving it again; a crate layer's are smaller than those (a second crate save appends the changed
+    sections to the file), and it is written once instead of twice."""
     done: set[str] = set()
-    token = _ON_SAVE.set((os.path.realpath(path), key, value, done) if str(path).endswith(".usda") else None)
+    token = _ON_SAVE.set((os.path.realpath(path), key, value, done))
     try:
         yield done
     finally:
