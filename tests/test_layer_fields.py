@@ -333,7 +333,10 @@ def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch, kind
     the layers it changes only. Each rebuild equals a cold conversion."""
     from pxr import Sdf
 
+    from usdforge.rules.robot import layers as robot_layers
     from usdforge.rules.robot.layers import RobotLayers
+
+    monkeypatch.setattr(robot_layers, "_EMPTY_CRATES", {})  # the first save below is Sdf's, not a memo's
 
     stand_ins: dict[str, Sdf.Layer] = {}
     real = RobotLayers.save
@@ -567,13 +570,16 @@ def test_a_rebuild_scans_again_when_the_source_names_a_package_found_by_search(t
     assert build("given", ros_package_paths=given, self_collision=True).converted and len(scans) == 3
 
 
-def test_a_prim_less_crate_layer_is_written_from_its_own_content(tmp_path):
+def test_a_prim_less_crate_layer_is_written_from_its_own_content(tmp_path, monkeypatch):
     """``RobotLayers.save`` writes a crate layer without prims (a robot without meshes: the geometry layer)
     from the bytes of the first one saved in the process with the same text: the bytes are Sdf's own Save of
     that content, and a layer whose metadata differs is saved anew, not given the remembered bytes."""
     from pxr import Sdf
 
+    from usdforge.rules.robot import layers as robot_layers
     from usdforge.rules.robot.layers import RobotLayers
+
+    monkeypatch.setattr(robot_layers, "_EMPTY_CRATES", {})  # the first save below is Sdf's, not a memo's
 
     def saved(folder: Path, data: dict | None = None) -> bytes:
         layers = RobotLayers("robot", folder, "robot.usda", layered=True)
@@ -582,7 +588,9 @@ def test_a_prim_less_crate_layer_is_written_from_its_own_content(tmp_path):
         layers.save("robot")
         return (folder / ROBOT_LAYER_FILES["geometry"]).read_bytes()
 
-    first, second = saved(tmp_path / "a"), saved(tmp_path / "b")
+    first = saved(tmp_path / "a")
+    assert list(robot_layers._EMPTY_CRATES.values()) == [first]
+    second = saved(tmp_path / "b")  # written from the memo
     reference = Sdf.Layer.OpenAsAnonymous(str(tmp_path / "a" / ROBOT_LAYER_FILES["geometry"]))
     reference.Export(str(tmp_path / "reference.usd"))
     assert first == second == (tmp_path / "reference.usd").read_bytes()

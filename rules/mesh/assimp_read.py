@@ -375,20 +375,12 @@ def read_in_child(path: Path, timeout: float = CHILD_SECONDS, robot: bool = Fals
                 _drop_reader()
                 raise
             if not reader.dead:
-                return _textures_checked(path, _as_asked(robot, result))
+                return _textures_checked(path, result)
             _drop_reader()
             if reader.pending or reader.queue or reader.ready:  # else the next read starts a child
                 _reader().carry(reader)
             if result is not None:  # None: another file, asked for ahead, crashed first; ask again
-                return _textures_checked(path, _as_asked(robot, result))
-
-
-def _as_asked(robot: bool, result: list[RawPart] | str) -> list[RawPart] | str:
-    """``result``, or "crashed" (a garbled answer) for welded parts the caller did not ask for: the mesh
-    converter takes normals and UVs per vertex."""
-    if robot or isinstance(result, str) or not any(part.welded for part in result):
-        return result
-    return "crashed"
+                return _textures_checked(path, result)
 
 
 def _textures_checked(path: Path, result: list[RawPart] | str) -> list[RawPart] | str:
@@ -534,7 +526,7 @@ class _ReaderProcess:
                 self.queue.remove(request)
                 return "crashed"
             head, was = self.pending.popleft()
-            result = self._answer(time.monotonic() + timeout)
+            result = self._answer(time.monotonic() + timeout, head.robot)
             if result == "crashed":
                 self.dead = True
                 if head == request:
@@ -552,7 +544,7 @@ class _ReaderProcess:
         self.queue.extend(request for request, _ in dead.pending)
         self.queue.extend(dead.queue)
 
-    def _answer(self, deadline: float) -> list[RawPart] | str:
+    def _answer(self, deadline: float, robot: bool) -> list[RawPart] | str:
         self.answered += 1
         self.waiting[:] = self.answered.to_bytes(8, "little")
         try:
@@ -565,7 +557,7 @@ class _ReaderProcess:
         if message is None:
             return "crashed"
         try:
-            return decode(message)
+            return decode(message, robot)
         except (ValueError, KeyError, TypeError, IndexError):  # a garbled message: a crash too
             return "crashed"
 
@@ -730,8 +722,14 @@ def encode_chunks(result: list[RawPart] | str) -> list[Any]:
     return [len(data).to_bytes(8, "little") + data, *chunks]
 
 
-def decode(data: bytes) -> list[RawPart] | str:
-    """``encode`` reversed; ValueError (or KeyError, TypeError) on bytes it did not write."""
+#: Each array's width (its second dimension) in the child's message; the transform is (4, 4).
+_WIDTHS = {"points": 3, "faces": 3, "normals": 3, "uv": 2, "colors": 4, "transform": 4}
+
+
+def decode(data: bytes, robot: bool = True) -> list[RawPart] | str:
+    """``encode`` reversed; ValueError (or KeyError, TypeError) on bytes it did not write: arrays of
+    another type or shape than ``encode`` writes, or welded parts (``robot_part``) answering a request
+    that did not ask for them (``robot`` False: the mesh converter takes normals and UVs per vertex)."""
     size = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + size])
     if "fallback" in header:
@@ -746,15 +744,19 @@ def decode(data: bytes) -> list[RawPart] | str:
         for field, (dtype, shape, offset) in item["arrays"].items():
             if field not in _ARRAYS or np.dtype(dtype) != _WIRE_TYPES[field]:
                 raise ValueError(f"unexpected array {field} of {dtype}")
-            count = int(np.prod(shape))
+            if not (isinstance(shape, list) and len(shape) == 2 and all(type(n) is int and n >= 0 for n in shape)
+                    and shape[1] == _WIDTHS[field] and (field != "transform" or shape[0] == 4)):
+                raise ValueError(f"array {field} of shape {shape!r}")
+            count = shape[0] * shape[1]
             wide = np.int64 if field == "faces" else np.float64  # exact: every uint32 and float32 fits
             fields[field] = np.frombuffer(body, np.dtype(dtype), count, offset).reshape(shape).astype(wide)
         points, faces, welded = fields["points"], fields["faces"], item["welded"] is True
+        if welded and not robot:
+            raise ValueError("welded parts answering a request for parts as read")
         # Per vertex, or (welded) the normals and UVs per corner and no colours.
         per_vertex = [fields[field] for field in ("normals", "uv", "colors") if field in fields]
         size = 3 * len(faces) if welded else len(points)
-        if points.ndim != 2 or points.shape[1] != 3 or faces.ndim != 2 or faces.shape[1] != 3 or \
-                any(len(values) != size for values in per_vertex) or (welded and "colors" in fields) or \
+        if any(len(values) != size for values in per_vertex) or (welded and "colors" in fields) or \
                 (faces.size and int(faces.max()) >= len(points)):
             raise ValueError("faces or per-vertex arrays that do not fit the points")  # the parent indexes them
         color = item["color"]

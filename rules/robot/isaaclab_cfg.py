@@ -188,8 +188,7 @@ def _facts_stage(usd_path: Path) -> Usd.Stage:
     # Compared normalised: the payloads' asset paths are written "./payloads/...", which as given matched
     # none of these (every layer was read: simple_humanoid's cfg 3.3 -> 2.4 ms).
     unread = {os.path.normpath(ROBOT_LAYER_FILES[role]) for role in _UNREAD_LAYERS}
-    root_path = root.path if root is not None else None
-    if not payloads or any(p.primPath != root_path for p in payloads):
+    if not payloads or any(p.primPath != root.path for p in payloads):
         return Usd.Stage.Open(str(usd_path))
     stage_root = Sdf.Layer.CreateAnonymous("facts.usda")
     folder = str(usd_path.parent)  # os.path on strings: pathlib's joins cost more than the rest of this

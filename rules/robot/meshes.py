@@ -143,16 +143,14 @@ def _from_trimesh(name: str, mesh: trimesh.Trimesh, transform: np.ndarray, sourc
     faces = np.asarray(mesh.faces, dtype=np.int64)
     normals = None
     if "vertex_normals" in mesh._cache:  # given by the file (else trimesh computes them); its exporters check so
-        normals = np.asarray(mesh.vertex_normals, dtype=float)[faces].reshape(-1, 3)
+        normals = np.asarray(mesh.vertex_normals, dtype=float)
     uv = getattr(mesh.visual, "uv", None)
-    uv = np.asarray(uv, dtype=float)[faces].reshape(-1, 2) if uv is not None and len(uv) == len(points) else None
+    uv = np.asarray(uv, dtype=float) if uv is not None and len(uv) == len(points) else None
     colors = None
     if getattr(mesh.visual, "kind", None) in ("vertex", "face"):
         rgba = np.asarray(mesh.visual.vertex_colors, dtype=float) / 255.0
         colors = rgba if len(rgba) == len(points) else None
-    if colors is None:
-        unique, inverse = _weld(points)  # one sort; first-seen order costs two more
-        points, faces = points[unique], inverse[faces]
+    points, faces, normals, uv = corners_welded(points, faces, normals, uv, weld=colors is None)
     part = MeshPart(name, points, faces, normals=normals, uv=uv, colors=colors, color=color, image=image)
     return _bake(part, transform)
 
