@@ -345,14 +345,11 @@ class Store:
             log.warning("%s", message)
 
     # -- writing
-    def _write_atomically(self, destination: Path | tuple[tuple[str, ...], str], data: bytes) -> None:
-        """Write ``data`` to ``destination`` (under the root; or (its folder's parts under the root, its
-        name): no pathlib object made) through a temporary sibling renamed into place; no folder on the way
-        is a link followed (a planted one raises OSError)."""
-        if isinstance(destination, tuple):
-            parts, name = destination
-        else:
-            parts, name = destination.parent.relative_to(self.root).parts, destination.name
+    def _write_atomically(self, destination: tuple[tuple[str, ...], str], data: bytes) -> None:
+        """Write ``data`` to ``destination`` (its folder's parts under the root, its name: no pathlib object
+        made) through a temporary sibling renamed into place; no folder on the way is a link followed (a
+        planted one raises OSError)."""
+        parts, name = destination
         folder = self._open_folder(parts, create=True)
         staging = f".{name}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
         try:
@@ -475,7 +472,7 @@ class Store:
             log.info("usdforge: the build cache %s went over its limit of %d bytes: pruned %d artifact(s), "
                      "%d bytes", self.root, self.max_bytes, removed, freed)
         try:
-            self._write_atomically(self.root / _SIZE, json.dumps({"bytes": size, "time": time.time()}).encode())
+            self._write_atomically(((), _SIZE), json.dumps({"bytes": size, "time": time.time()}).encode())
         except OSError:
             pass  # the note only saves a later scan
 
@@ -855,7 +852,7 @@ class Store:
         try:
             lines = _read_regular(str(self.root / _STATS), None, MAX_ENTRY_BYTES * 4).decode().splitlines(keepends=True)
             if len(lines) > keep:
-                self._write_atomically(self.root / _STATS, "".join(lines[-keep:]).encode())
+                self._write_atomically(((), _STATS), "".join(lines[-keep:]).encode())
         except (OSError, ValueError):
             pass
 

@@ -310,6 +310,10 @@ def test_a_part_the_reading_child_welds_is_the_part_the_robot_path_welds():
     short = assimp_read.robot_part(dae, raw, True)
     with pytest.raises(ValueError, match="do not fit"):
         assimp_read.decode(assimp_read.encode([short._replace(uv=short.uv[:-3])]))
+    for garbled in (short._replace(normals=short.normals.reshape(-1)), short._replace(uv=short.normals),
+                    short._replace(transform=np.eye(2))):  # the parent indexes them as (N, 3|2) and (4, 4)
+        with pytest.raises(ValueError, match="shape"):
+            assimp_read.decode(assimp_read.encode([garbled]))
 
 
 def test_the_reading_child_welds_only_an_answer_the_parent_is_not_waiting_for():

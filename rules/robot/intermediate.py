@@ -20,7 +20,6 @@ import base64
 import binascii
 import hashlib
 import json
-import math
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
