@@ -136,12 +136,16 @@ def write_text_atomically(path: Path, text: str) -> None:
 
 
 def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_name: str,
-                     make_key: Callable[[dict[str, Path]], str], previous_outputs: list[str]) -> list[str]:
+                     make_key: Callable[[dict[str, Path]], str], previous_outputs: list[str],
+                     unchanged: Callable[[str, Path], bool] | None = None) -> list[str]:
     """Run ``build(tmp_dir)`` and move what it wrote into ``usd_dir``; return the relative paths written.
 
     build: writes into the folder it is given and returns the files it wrote.
     key_name: file name of the lazy key, written last from ``make_key({relative: final path})``.
     previous_outputs: relative paths the previous build wrote (from its key), removed if not rewritten.
+    unchanged: ``unchanged(name, destination)``: whether the file at ``destination`` holds the bytes this
+        build wrote as ``name`` already; it is then left as it is, not replaced (on ext4 replacing a file
+        frees its blocks: most of a cfg-only rebuild of a small robot where the disk is slow).
     """
     usd_dir.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(usd_dir)
@@ -169,7 +173,8 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
             if destination.parent not in folders:
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 folders.add(destination.parent)
-            os.replace(staging / name, destination)
+            if unchanged is None or not unchanged(name, destination):
+                os.replace(staging / name, destination)
         for name in set(previous_outputs) - set(relative) - {key_name}:
             stale = usd_dir / name
             if stale.is_file():

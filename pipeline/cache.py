@@ -260,6 +260,19 @@ def _read_regular(name: str, dir_fd: int | None, limit: int) -> bytes:
         os.close(fd)
 
 
+#: The largest output file ``same_small_file`` hashes, in bytes: hashing costs less than replacing it up to here.
+SAME_FILE_MAX_BYTES = 1 << 20
+
+
+def same_small_file(path: Path, sha: str) -> bool:
+    """Whether ``path`` is a regular file (no link followed) of at most ``SAME_FILE_MAX_BYTES`` whose SHA-256
+    is ``sha``: an output a rebuild need not replace. False for anything else (absent, larger, a link)."""
+    try:
+        return sha256_bytes(_read_regular(str(path), None, SAME_FILE_MAX_BYTES)) == sha
+    except OSError:
+        return False
+
+
 class Store:
     """One cache folder. Methods never raise for cache problems: a broken cache is an absent one."""
 

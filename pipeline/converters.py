@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import attrs
 
 from usdforge.pipeline.atomic import build_atomically, relative_names
-from usdforge.pipeline.cache import KnownFiles, Store, open_store, unsafe_file_names
+from usdforge.pipeline.cache import KnownFiles, Store, open_store, same_small_file, unsafe_file_names
 from usdforge.pipeline.code_version import code_stamp
 from usdforge.pipeline.content_key import (absolute_location, cache_key, library_versions, location_free_digest,
                                            reference_names, resolve_name)
@@ -252,9 +252,16 @@ class AssetConverterBase:
         else:  # a first conversion needs no reason; a rebuild says why (what changed)
             log.info("converting %s%s", asset, "" if previous is None and not self.cfg.force_usd_conversion
                      else ": " + "; ".join(self.reasons))
+        def unchanged(name: str, destination: Path) -> bool:
+            """Whether the output ``name`` at ``destination`` holds the bytes written as it (their SHA-256
+            known from the cache), as the previous build wrote it: hashed, no link followed, when small."""
+            sha = outputs.get(name)
+            return sha is not None and previous is not None and previous.outputs.get(name) == sha \
+                and same_small_file(destination, sha)
+
         build_atomically(self._usd_dir, restore if cached is not None else convert,
                          key_file_name(self._usd_file_name), make_key,
-                         list(previous.outputs) if previous is not None else [])
+                         list(previous.outputs) if previous is not None else [], unchanged)
 
     def _recorded_references(self, previous: LazyKey | None, reading: str, asset: Path) -> list[str] | None:
         """The referenced files the previous key records, when a scan would find them again: the only reason

@@ -598,3 +598,30 @@ def test_a_prim_less_crate_layer_is_written_from_its_own_content(tmp_path, monke
     assert other != first
     assert Sdf.Layer.OpenAsAnonymous(str(tmp_path / "c" / ROBOT_LAYER_FILES["geometry"])).customLayerData == \
         {"note": "a different layer"}
+
+
+def test_a_rebuild_keeps_unchanged_outputs_and_replaces_modified_ones(folder):
+    """A cfg-only rebuild leaves an output file that already holds the bytes it would write as it is (not
+    replaced: the same inode), proven by hashing it: an output modified since (same size), or replaced by a
+    symbolic link to a file with the right bytes, is written again (no link followed). Equals a cold build."""
+    cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / "kept-outputs"
+    warnings.simplefilter("ignore")
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
+    out = work / "out"
+    kept = (out / ROBOT_LAYER_FILES["base"]).stat().st_ino
+    modified = out / ROBOT_LAYER_FILES["instances"]
+    data = bytearray(modified.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    modified.write_bytes(bytes(data))
+    linked = out / ROBOT_LAYER_FILES["materials"]
+    elsewhere = work / "elsewhere.usda"
+    elsewhere.write_bytes(linked.read_bytes())
+    linked.unlink()
+    linked.symlink_to(elsewhere)
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
+    assert (out / ROBOT_LAYER_FILES["base"]).stat().st_ino == kept
+    assert not linked.is_symlink() and elsewhere.is_file()
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
+    assert units(out) == units(work / "cold")
