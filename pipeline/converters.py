@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import re
+import stat
 import string
 import tempfile
 import time
@@ -21,7 +22,8 @@ from typing import Any, ClassVar
 import attrs
 
 from usdforge.pipeline.atomic import build_atomically, relative_names
-from usdforge.pipeline.cache import KnownFiles, Store, open_store, same_small_file, unsafe_file_names
+from usdforge.pipeline.cache import (KnownFiles, Store, link_same_small_file, open_store, same_small_file,
+                                     unsafe_file_names)
 from usdforge.pipeline.code_version import code_stamp
 from usdforge.pipeline.content_key import (absolute_location, cache_key, library_versions, location_free_digest,
                                            reference_names, resolve_name)
@@ -167,6 +169,18 @@ class AssetConverterBase:
             store.record(self.kind, hit=cached is not None)
         provenance = {"version": __version__, "kind": self.kind, "source": asset.name, "source_sha256": asset_sha,
                       "config_digest": self._digest, "cache_key": key}
+        kept: dict[str, tuple[int, int]] = {}  # relative name → (device, inode) of an output left in place
+
+        def keep(name: str, sha: str, staged: Path) -> bool:
+            """Put the output ``name``, whose bytes have the SHA-256 ``sha``, at ``staged`` as a hard link of the
+            file the previous build left, when that holds those bytes (hashed): nothing written, and that
+            file stays where it is (``unchanged``). False: the caller writes it."""
+            if previous is None or previous.outputs.get(name) != sha:
+                return False
+            identity = link_same_small_file(self._usd_dir / name, sha, staged)
+            if identity is not None:
+                kept[name] = identity
+            return identity is not None
 
         def restore(staging: Path) -> list[Path]:
             from usdforge.rules.conversion_warnings import note, warn
@@ -192,7 +206,8 @@ class AssetConverterBase:
             for name, data in cached.files.items():
                 outputs[name] = cached.shas[name]
                 path = staging / name
-                path.write_bytes(data)
+                if not keep(name, outputs[name], path):
+                    path.write_bytes(data)
                 written.append(path)
             return written
 
@@ -216,7 +231,7 @@ class AssetConverterBase:
             # Textures are decoded in the background, joined (a bad one raising) before anything is stored
             # or published, inside the mesh cache that records their verdicts.
             with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned, \
-                    intermediate_scope(reuse, source), layer_scope(reuse, units, unit_names) as restored, \
+                    intermediate_scope(reuse, source), layer_scope(reuse, units, unit_names, keep) as restored, \
                     provenance_on_save(staging / self._usd_file_name, provenance) as stamped, \
                     texture_checks_overlapped():
                 written = rule(self.kind).convert(self.cfg, staging)
@@ -256,8 +271,15 @@ class AssetConverterBase:
             """Whether the output ``name`` at ``destination`` holds the bytes written as it (their SHA-256
             known from the cache), as the previous build wrote it: hashed, no link followed, when small."""
             sha = outputs.get(name)
-            return sha is not None and previous is not None and previous.outputs.get(name) == sha \
-                and same_small_file(destination, sha)
+            if sha is None or previous is None or previous.outputs.get(name) != sha:
+                return False
+            if name in kept:  # hashed when linked: still that file
+                try:
+                    info = os.lstat(destination)
+                except OSError:
+                    return False
+                return stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) == kept[name]
+            return same_small_file(destination, sha)
 
         build_atomically(self._usd_dir, restore if cached is not None else convert,
                          key_file_name(self._usd_file_name), make_key,

@@ -601,9 +601,10 @@ def test_a_prim_less_crate_layer_is_written_from_its_own_content(tmp_path, monke
 
 
 def test_a_rebuild_keeps_unchanged_outputs_and_replaces_modified_ones(folder):
-    """A cfg-only rebuild leaves an output file that already holds the bytes it would write as it is (not
-    replaced: the same inode), proven by hashing it: an output modified since (same size), or replaced by a
-    symbolic link to a file with the right bytes, is written again (no link followed). Equals a cold build."""
+    """A cfg-only rebuild, or a restore of the whole output, leaves an output file that already holds the bytes
+    it would write as it is (not replaced: the same inode), proven by hashing it: an output modified since
+    (same size), or replaced by a symbolic link to a file with the right bytes, is written again (no link
+    followed). Each equals a cold build."""
     cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
     work = folder / "kept-outputs"
     warnings.simplefilter("ignore")
@@ -625,3 +626,9 @@ def test_a_rebuild_keeps_unchanged_outputs_and_replaces_modified_ones(folder):
     assert not linked.is_symlink() and elsewhere.is_file()
     converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
     assert units(out) == units(work / "cold")
+    # Back to the first cfg: the whole output restored from the cache, the unchanged files left in place.
+    modified.write_bytes(bytes(data))
+    back = converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache"))
+    assert back.restored and (out / ROBOT_LAYER_FILES["base"]).stat().st_ino == kept
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "cold-first")), cache=False)
+    assert units(out) == units(work / "cold-first")

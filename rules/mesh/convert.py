@@ -26,7 +26,7 @@ from usdforge.rules.files import (MAX_FILE_BYTES, Reference, check_model_file, c
                                   model_roots)
 from usdforge.rules.mesh.references import mesh_references
 from usdforge.rules.outputs import instanceable_meshes_path
-from usdforge.rules.robot.layer_reuse import MESH_UNIT, reused
+from usdforge.rules.robot.layer_reuse import MESH_UNIT, reused, write_restored
 from usdforge.rules.usd.stage import (author_mass, author_mesh, author_preview_material, bind_material, export_stage,
                                  material_of, matrix_to_pose, new_stage, relative_asset_path, save_layer,
                                  save_stage, set_local_transform, unique_name, usd_identifier)
@@ -202,7 +202,7 @@ def convert(cfg: MeshConverterCfg, out_dir: Path) -> list[Path]:
         if meshes_files is not None:
             for name, data in meshes_files.items():  # names checked by the cache and layer_reuse.reused
                 (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
-                (out_dir / name).write_bytes(data)
+                write_restored(out_dir / name, name, data)
         else:
             mesh_stage, _ = new_stage("geometry")
             author_parts(mesh_stage, Sdf.Path("/geometry"), parts, cfg, meshes_path.parent, out_dir, asset.stem)

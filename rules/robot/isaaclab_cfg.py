@@ -367,12 +367,13 @@ def write_articulation_cfg(usd_path: Path, pose: dict[str, float] | None = None)
     ``layer_reuse.FACTS_UNIT`` of an earlier conversion with the same other fields and the drives from the
     patch: no stage is composed. Facts read from a stage are kept there when the drives the cfg reads are the physics
     layer's alone (no other layer holds an opinion on them)."""
-    from usdforge.rules.robot.layer_reuse import FACTS_UNIT, cached_unit, derived, keep_unit, keyed, reused
+    from usdforge.rules.robot.layer_reuse import (FACTS_UNIT, cached_unit, derived, keep_unit, keyed, reused,
+                                                  write_restored)
 
     path = usd_path.with_name(articulation_cfg_file_name(usd_path.name))
     data = reused("articulation_cfg")
     if data is not None:
-        path.write_bytes(data[path.name])
+        write_restored(path, path.name, data[path.name])
         return path
     held = _HELD.get()
     drives = held[1].get("physics") if held is not None else None

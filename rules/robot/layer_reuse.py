@@ -15,23 +15,30 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
 
 #: (store, {unit: key}, {unit: file}, units restored, {file: (sha, size)} restored as they are, {unit: its files
-#: as ``supply`` gave them, or None when looked up and missed}), or None outside a ``layer_scope``.
+#: as ``supply`` gave them, or None when looked up and missed}, ``layer_scope``'s keep), or None outside one.
 _SCOPE: ContextVar[tuple[Any, dict[str, str], dict[str, str], set[str], dict[str, tuple[str, int]],
-                         dict[str, dict[str, bytes] | None]] | None] = ContextVar("usdforge_layers", default=None)
+                         dict[str, dict[str, bytes] | None], Callable[[str, str, Path], bool] | None] | None] = \
+    ContextVar("usdforge_layers", default=None)
 
 
 @contextmanager
-def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str]) -> Iterator[set[str]]:
+def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str],
+                keep: Callable[[str, str, Path], bool] | None = None) -> Iterator[set[str]]:
     """Within the block, ``reused`` looks units up in ``store``: keys {unit: key}, files {unit: the
     unit's file, relative to the output folder}. store None: no reuse. Yields the set of units restored
-    from the cache (filled as the block runs: ``store_units`` need not store them again)."""
+    from the cache (filled as the block runs: ``store_units`` need not store them again).
+
+    keep: ``keep(name, sha256, path)`` puts the output file ``name`` with those bytes at ``path`` without
+    writing them (the output the previous build left holds them: ``pipeline.converters``), True, or
+    leaves it to ``write_restored``, False."""
     restored: set[str] = set()
-    token = _SCOPE.set(None if store is None else (store, keys, files, restored, {}, {}))
+    token = _SCOPE.set(None if store is None else (store, keys, files, restored, {}, {}, keep))
     try:
         yield restored
     finally:
@@ -44,6 +51,17 @@ def restored_objects() -> dict[str, tuple[str, int]]:
     again (``pipeline.cache.KnownFiles``). Patch bases are not among them: their bytes are edited."""
     scope = _SCOPE.get()
     return {} if scope is None else dict(scope[4])
+
+
+def write_restored(path: Path, name: str, data: bytes) -> None:
+    """Write the output file ``name`` (relative; at ``path`` in the folder being built) that a unit restored
+    in the enclosing ``layer_scope`` gave (``reused``): when the unit gave it as it is in the cache and the
+    scope's ``keep`` finds those bytes in the output already, nothing is written (a new file costs more
+    than the rest of a restored layer); else ``data``. Nothing may write ``path`` after this call."""
+    scope = _SCOPE.get()
+    known = None if scope is None else scope[4].get(name)
+    if known is None or known[1] != len(data) or scope[6] is None or not scope[6](name, known[0], path):
+        path.write_bytes(data)
 
 
 #: The Isaac Lab cfg's facts without the drive values (``rules.robot.isaaclab_cfg``), keyed as the cfg without
@@ -76,7 +94,7 @@ def reused(unit: str) -> dict[str, bytes] | None:
     scope = _SCOPE.get()
     if scope is None or unit not in scope[1]:
         return None
-    store, keys, files, restored, objects, supplied = scope
+    store, keys, files, restored, objects, supplied, _ = scope
     if unit in supplied:  # given by ``supply``, or looked up and missed before
         return supplied[unit]
     artifact = store.get_entry(keys[unit])

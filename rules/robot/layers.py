@@ -8,6 +8,7 @@ from pathlib import Path
 from pxr import Sdf, Usd
 
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
+from usdforge.rules.robot.layer_reuse import write_restored
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.usd.finite import check_layer_finite, check_text_finite
 from usdforge.rules.usd.stage import add_custom_data_on_save, relative_asset_path, write_layer, write_text
@@ -120,7 +121,7 @@ class RobotLayers:
                 check_layer_finite(layer)
         for file, layer in layers.items():
             if contents and file in contents:
-                file.write_bytes(contents[file])
+                write_restored(file, file.relative_to(self.main_file.parent).as_posix(), contents[file])
             elif file in texts:
                 write_layer(lambda: write_text(file, texts[file]), file)
             elif layer.rootPrims:

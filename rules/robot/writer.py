@@ -45,7 +45,7 @@ from usdforge.rules.robot.geometry import Colliders, Shapes
 from usdforge.rules.robot.joints import Joints, joint_paths
 from usdforge.rules.robot.drive_patch import ROLES, Patches, patched_layer
 from usdforge.rules.robot.isaaclab_cfg import hold_saved, note_patched_drives
-from usdforge.rules.robot.layer_reuse import PATCH_BASES, derived, not_reused, reused, written_anew
+from usdforge.rules.robot.layer_reuse import PATCH_BASES, derived, not_reused, reused, write_restored, written_anew
 from usdforge.rules.robot.layers import RobotLayers, source_name
 from usdforge.rules.robot.self_collision import supply_physx_layer
 from usdforge.rules.robot.materials import Materials
@@ -251,7 +251,7 @@ class _RobotWriter:
                 path = out_dir / other
                 if other != name and path not in self.materials.files:
                     path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(data)
+                    write_restored(path, other, data)
                     self.materials.files.append(path)
                 elif other != name:  # written by the shapes author of this conversion
                     written_anew(other)
