@@ -74,6 +74,15 @@ def location_read(kind: str, cfg: Any, asset: Path, packages: dict[str, str]) ->
     return absolute_location(asset, packages) if expansion.location else None
 
 
+def _same_file(path: Path, identity: tuple[int, int]) -> bool:
+    """Whether ``path`` (no link followed) is the regular file of (device, inode) ``identity``."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) == identity
+
+
 class AssetConverterBase:
     """Converts ``cfg.asset_path`` to USD on construction, lazily when ``cfg.usd_dir`` is given.
 
@@ -169,18 +178,36 @@ class AssetConverterBase:
             store.record(self.kind, hit=cached is not None)
         provenance = {"version": __version__, "kind": self.kind, "source": asset.name, "source_sha256": asset_sha,
                       "config_digest": self._digest, "cache_key": key}
-        kept: dict[str, tuple[int, int]] = {}  # relative name → (device, inode) of an output left in place
+        kept: dict[str, tuple[tuple[int, int], str]] = {}  # name → ((device, inode), SHA-256) of an output left in place
 
         def keep(name: str, sha: str, staged: Path) -> bool:
             """Put the output ``name``, whose bytes have the SHA-256 ``sha``, at ``staged`` as a hard link of the
-            file the previous build left, when that holds those bytes (hashed): nothing written, and that
-            file stays where it is (``unchanged``). False: the caller writes it."""
+            file the previous build left, when that holds those bytes (hashed) and has no other name: nothing
+            written, and that file stays where it is (``unchanged``). False: the caller writes it."""
             if previous is None or previous.outputs.get(name) != sha:
                 return False
             identity = link_same_small_file(self._usd_dir / name, sha, staged)
             if identity is not None:
-                kept[name] = identity
+                kept[name] = identity, sha
             return identity is not None
+
+        def settle_kept(staging: Path) -> None:
+            """Before anything is stored or published: each output linked by ``keep`` hashed again, as the
+            file both names share (an editor may have written the output in place meanwhile). One that
+            changed is unlinked from the temporary folder and written there from the cache (verified when
+            read), and the output is replaced as any other; OSError when the cache no longer has it."""
+            for name, (identity, sha) in list(kept.items()):
+                staged = staging / name
+                if _same_file(staged, identity) and same_small_file(staged, sha, names=2):
+                    continue
+                del kept[name]
+                staged.unlink(missing_ok=True)
+                data = store.get_bytes(sha) if store is not None else None
+                if data is None:
+                    raise OSError(f"{self._usd_dir / name}: changed during the conversion and no longer in the "
+                                  "build cache: run the conversion again")
+                with open(staged, "xb") as stream:
+                    stream.write(data)
 
         def restore(staging: Path) -> list[Path]:
             from usdforge.rules.conversion_warnings import note, warn
@@ -209,6 +236,7 @@ class AssetConverterBase:
                 if not keep(name, outputs[name], path):
                     path.write_bytes(data)
                 written.append(path)
+            settle_kept(staging)
             return written
 
         def convert(staging: Path) -> list[Path]:
@@ -238,6 +266,7 @@ class AssetConverterBase:
                 verbatim = restored_objects()
             if not stamped:  # not saved with the record (a binary layer, a layer the rule wrote otherwise)
                 stamp_provenance(staging / self._usd_file_name, provenance)
+            settle_kept(staging)
             if store is not None:
                 # Files restored as they are in the cache (verified when read) are not read or hashed again.
                 known = {name: object_ for name, object_ in verbatim.items()
@@ -273,12 +302,8 @@ class AssetConverterBase:
             sha = outputs.get(name)
             if sha is None or previous is None or previous.outputs.get(name) != sha:
                 return False
-            if name in kept:  # hashed when linked: still that file
-                try:
-                    info = os.lstat(destination)
-                except OSError:
-                    return False
-                return stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) == kept[name]
+            if name in kept:  # the file linked into the temporary folder (two names), hashed again
+                return _same_file(destination, kept[name][0]) and same_small_file(destination, sha, names=2)
             return same_small_file(destination, sha)
 
         build_atomically(self._usd_dir, restore if cached is not None else convert,

@@ -620,10 +620,14 @@ def test_a_rebuild_keeps_unchanged_outputs_and_replaces_modified_ones(folder):
     elsewhere.write_bytes(linked.read_bytes())
     linked.unlink()
     linked.symlink_to(elsewhere)
+    shared = out / ROBOT_LAYER_FILES["newton"]  # a hard link elsewhere too (a snapshot by cp -al): not kept
+    snapshot = work / "snapshot.usda"
+    snapshot.hardlink_to(shared)
     edited = attrs.evolve(cfg, self_collision=True)
     converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
     assert (out / ROBOT_LAYER_FILES["base"]).stat().st_ino == kept
     assert not linked.is_symlink() and elsewhere.is_file()
+    assert shared.stat().st_ino != snapshot.stat().st_ino and shared.read_bytes() == snapshot.read_bytes()
     converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
     assert units(out) == units(work / "cold")
     # Back to the first cfg: the whole output restored from the cache, the unchanged files left in place.
@@ -632,3 +636,35 @@ def test_a_rebuild_keeps_unchanged_outputs_and_replaces_modified_ones(folder):
     assert back.restored and (out / ROBOT_LAYER_FILES["base"]).stat().st_ino == kept
     converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "cold-first")), cache=False)
     assert units(out) == units(work / "cold-first")
+
+
+def test_an_output_written_in_place_during_a_rebuild_reaches_neither_the_output_nor_the_cache(folder, monkeypatch):
+    """An output left in place by a cfg-only rebuild shares its file with the rebuild's temporary folder
+    until it is published: an editor writing it in place meanwhile (same name, same file) is seen when the
+    rebuild hashes it again, before storing or publishing: the output gets the rebuild's bytes and the
+    cache is not given the edit (a restore into a fresh folder equals a cold build)."""
+    from usdforge.rules.robot import layer_reuse
+
+    cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / "edited-meanwhile"
+    warnings.simplefilter("ignore")
+    out = work / "out"
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache"))
+    base = out / ROBOT_LAYER_FILES["base"]
+    kept = base.stat().st_ino
+    real = layer_reuse.restored_objects
+
+    def edit_then_list():  # called as the rule ends, while the output's file is linked into the temporary folder
+        assert base.stat().st_nlink == 2
+        with open(base, "ab") as stream:
+            stream.write(b"# edited in place\n")
+        return real()
+
+    monkeypatch.setattr(layer_reuse, "restored_objects", edit_then_list)
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
+    monkeypatch.setattr(layer_reuse, "restored_objects", real)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
+    assert base.stat().st_ino != kept and units(out) == units(work / "cold")
+    restored = converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "fresh")), cache=Store(work / "cache"))
+    assert restored.restored and units(work / "fresh") == units(work / "cold")

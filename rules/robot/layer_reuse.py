@@ -60,8 +60,11 @@ def write_restored(path: Path, name: str, data: bytes) -> None:
     than the rest of a restored layer); else ``data``. Nothing may write ``path`` after this call."""
     scope = _SCOPE.get()
     known = None if scope is None else scope[4].get(name)
-    if known is None or known[1] != len(data) or scope[6] is None or not scope[6](name, known[0], path):
+    if scope is None or scope[6] is None:
         path.write_bytes(data)
+    elif known is None or known[1] != len(data) or not scope[6](name, known[0], path):
+        with open(path, "xb") as stream:  # a new file in the temporary folder: never through a link made there
+            stream.write(data)
 
 
 #: The Isaac Lab cfg's facts without the drive values (``rules.robot.isaaclab_cfg``), keyed as the cfg without
