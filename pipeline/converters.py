@@ -178,36 +178,34 @@ class AssetConverterBase:
             store.record(self.kind, hit=cached is not None)
         provenance = {"version": __version__, "kind": self.kind, "source": asset.name, "source_sha256": asset_sha,
                       "config_digest": self._digest, "cache_key": key}
-        kept: dict[str, tuple[tuple[int, int], str]] = {}  # name → ((device, inode), SHA-256) of an output left in place
+        #: name → ((device, inode), SHA-256, bytes, path in the temporary folder) of an output left in place.
+        kept: dict[str, tuple[tuple[int, int], str, bytes, Path]] = {}
 
-        def keep(name: str, sha: str, staged: Path) -> bool:
-            """Put the output ``name``, whose bytes have the SHA-256 ``sha``, at ``staged`` as a hard link of the
-            file the previous build left, when that holds those bytes (hashed) and has no other name: nothing
-            written, and that file stays where it is (``unchanged``). False: the caller writes it."""
+        def keep(name: str, sha: str, staged: Path, data: bytes) -> bool:
+            """Put the output ``name``, whose bytes ``data`` have the SHA-256 ``sha``, at ``staged`` as a hard
+            link of the file the previous build left, when that holds those bytes (hashed) and has no other
+            name: nothing written, and that file stays where it is (``unchanged``). False: the caller writes
+            it."""
             if previous is None or previous.outputs.get(name) != sha:
                 return False
             identity = link_same_small_file(self._usd_dir / name, sha, staged)
             if identity is not None:
-                kept[name] = identity, sha
+                kept[name] = identity, sha, data, staged
             return identity is not None
 
-        def settle_kept(staging: Path) -> None:
-            """Before anything is stored or published: each output linked by ``keep`` hashed again, as the
-            file both names share (an editor may have written the output in place meanwhile). One that
-            changed is unlinked from the temporary folder and written there from the cache (verified when
-            read), and the output is replaced as any other; OSError when the cache no longer has it."""
-            for name, (identity, sha) in list(kept.items()):
-                staged = staging / name
-                if _same_file(staged, identity) and same_small_file(staged, sha, names=2):
-                    continue
-                del kept[name]
-                staged.unlink(missing_ok=True)
-                data = store.get_bytes(sha) if store is not None else None
-                if data is None:
-                    raise OSError(f"{self._usd_dir / name}: changed during the conversion and no longer in the "
-                                  "build cache: run the conversion again")
-                with open(staged, "xb") as stream:
-                    stream.write(data)
+        def still_kept(name: str, path: Path) -> bool:
+            """Whether the output ``name`` linked by ``keep`` is still that file at ``path`` (its output or
+            temporary name), with its two names and its bytes (hashed again: an editor may have written it
+            in place, or linked it elsewhere, meanwhile). If not, its temporary name is made a file of its
+            own with the bytes the build wrote, so that the output is replaced as any other."""
+            identity, sha, data, staged = kept[name]
+            if _same_file(path, identity) and same_small_file(path, sha, names=2):
+                return True
+            del kept[name]
+            staged.unlink(missing_ok=True)
+            with open(staged, "xb") as stream:
+                stream.write(data)
+            return False
 
         def restore(staging: Path) -> list[Path]:
             from usdforge.rules.conversion_warnings import note, warn
@@ -233,10 +231,9 @@ class AssetConverterBase:
             for name, data in cached.files.items():
                 outputs[name] = cached.shas[name]
                 path = staging / name
-                if not keep(name, outputs[name], path):
+                if not keep(name, outputs[name], path, data):
                     path.write_bytes(data)
                 written.append(path)
-            settle_kept(staging)
             return written
 
         def convert(staging: Path) -> list[Path]:
@@ -266,7 +263,8 @@ class AssetConverterBase:
                 verbatim = restored_objects()
             if not stamped:  # not saved with the record (a binary layer, a layer the rule wrote otherwise)
                 stamp_provenance(staging / self._usd_file_name, provenance)
-            settle_kept(staging)
+            for name in list(kept):  # before storing: the cache is given the bytes the build wrote
+                still_kept(name, kept[name][3])
             if store is not None:
                 # Files restored as they are in the cache (verified when read) are not read or hashed again.
                 known = {name: object_ for name, object_ in verbatim.items()
@@ -303,7 +301,7 @@ class AssetConverterBase:
             if sha is None or previous is None or previous.outputs.get(name) != sha:
                 return False
             if name in kept:  # the file linked into the temporary folder (two names), hashed again
-                return _same_file(destination, kept[name][0]) and same_small_file(destination, sha, names=2)
+                return still_kept(name, destination)
             return same_small_file(destination, sha)
 
         build_atomically(self._usd_dir, restore if cached is not None else convert,

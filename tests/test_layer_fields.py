@@ -668,3 +668,24 @@ def test_an_output_written_in_place_during_a_rebuild_reaches_neither_the_output_
     assert base.stat().st_ino != kept and units(out) == units(work / "cold")
     restored = converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "fresh")), cache=Store(work / "cache"))
     assert restored.restored and units(work / "fresh") == units(work / "cold")
+    # Written in place, or linked elsewhere, after the store and before the publish (as the lazy key is made):
+    # replaced all the same (renaming one name of a file onto another would leave it as it is).
+    from usdforge.pipeline import converters
+
+    real_key = converters.key_to_toml
+
+    def append(key):
+        with open(base, "ab") as stream:
+            stream.write(b"# edited in place\n")
+        return real_key(key)
+
+    def snapshot(key):
+        (work / "snapshot").hardlink_to(base)
+        return real_key(key)
+
+    for change in (append, snapshot):
+        converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache"))
+        monkeypatch.setattr(converters, "key_to_toml", change)
+        converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
+        monkeypatch.setattr(converters, "key_to_toml", real_key)
+        assert base.stat().st_nlink == 1 and units(out) == units(work / "cold")
