@@ -191,6 +191,7 @@ class AssetConverterBase:
             identity = link_same_small_file(self._usd_dir / name, sha, staged)
             if identity is not None:
                 kept[name] = identity, sha, data, staged
+                outputs[name] = sha  # the bytes written as that name, whether or not the cache stores them
             return identity is not None
 
         def still_kept(name: str, path: Path) -> bool:

@@ -689,3 +689,13 @@ def test_an_output_written_in_place_during_a_rebuild_reaches_neither_the_output_
         converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
         monkeypatch.setattr(converters, "key_to_toml", real_key)
         assert base.stat().st_nlink == 1 and units(out) == units(work / "cold")
+    # The same with a cache that stores nothing (read-only or full), for a cfg built for the first time.
+    denser = attrs.evolve(cfg, link_density=1234.0)
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache"))
+    monkeypatch.setattr(Store, "put_entry", lambda *args, **kwargs: None)
+    monkeypatch.setattr(converters, "key_to_toml", append)
+    assert converter_for("urdf")(attrs.evolve(denser, usd_dir=str(out)), cache=Store(work / "cache")).converted
+    monkeypatch.setattr(converters, "key_to_toml", real_key)
+    converter_for("urdf")(attrs.evolve(denser, usd_dir=str(work / "cold-denser")), cache=False)
+    assert base.stat().st_nlink == 1 and units(out) == units(work / "cold-denser")
+    assert not converter_for("urdf")(attrs.evolve(denser, usd_dir=str(out)), cache=False).converted
