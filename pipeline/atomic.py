@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from usdforge.pipeline.cache import unsafe_file_name
+
 
 def _host() -> str:
     """This machine's host name, as ``socket.gethostname()`` gives it (without importing socket and
@@ -176,7 +178,12 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
             if unchanged is None or not unchanged(name, destination):
                 os.replace(staging / name, destination)
         for name in set(previous_outputs) - set(relative) - {key_name}:
+            # The names come from the previous lazy key, a file in the output folder: only a plain relative
+            # path whose folder is inside the output folder (no ``..``, no linked folder) is removed.
             stale = usd_dir / name
+            if unsafe_file_name(name) is not None or \
+                    not Path(os.path.realpath(stale.parent)).is_relative_to(os.path.realpath(usd_dir)):
+                continue
             if stale.is_file():
                 stale.unlink()
                 _remove_empty_parents(stale.parent, usd_dir)

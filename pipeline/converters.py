@@ -186,8 +186,8 @@ class AssetConverterBase:
             link of the file the previous build left, when that holds those bytes (hashed) and has no other
             name: nothing written, and that file stays where it is (``unchanged``). False: the caller writes
             it."""
-            if previous is None or previous.outputs.get(name) != sha:
-                return False
+            if previous is None or previous.outputs.get(name) != sha or name == self._usd_file_name:
+                return False  # the main file may be saved again (provenance): never a link of the output
             identity = link_same_small_file(self._usd_dir / name, sha, staged)
             if identity is not None:
                 kept[name] = identity, sha, data, staged

@@ -287,14 +287,14 @@ def test_the_child_message_is_data_not_code():
         assimp_read.decode(assimp_read.encode([past]))
 
 
-def test_a_part_the_reading_child_welds_is_the_part_the_robot_path_welds():
+def test_a_part_the_reading_child_welds_is_the_part_the_robot_path_welds(shared_dir):
     """The reading child welds a robot part while the parent is busy (``robot_part``): the parent then
     makes the same part, bit for bit, from a smaller answer (a sixth of the points; an STL soup's facet
     normals dropped; a COLLADA part's normals and UVs corner by corner); welded normals or UVs that are
     not one per corner are a garbled answer."""
     from usdforge.rules.robot.meshes import _from_assimp
 
-    corpus = REPO.parent / "shared" / "corpus" / "urdf"
+    corpus = shared_dir / "corpus" / "urdf"
     dae = corpus / "r2d2" / "urdf_tutorial" / "meshes" / "l_finger.dae"
     stl = corpus / "solo12" / "example-robot-data" / "robots" / "solo_description" / "meshes" / "stl" / "with_foot"
     for path in (stl / "solo_foot.stl", dae):
@@ -314,6 +314,8 @@ def test_a_part_the_reading_child_welds_is_the_part_the_robot_path_welds():
                     short._replace(transform=np.eye(2))):  # the parent indexes them as (N, 3|2) and (4, 4)
         with pytest.raises(ValueError, match="shape"):
             assimp_read.decode(assimp_read.encode([garbled]))
+    with pytest.raises(ValueError, match="colour"):
+        assimp_read.decode(assimp_read.encode([short._replace(color=(1.0, float("inf"), 0.0, 1.0))]))
 
 
 def test_the_reading_child_welds_only_an_answer_the_parent_is_not_waiting_for():

@@ -333,3 +333,26 @@ def test_cached_mesh_parts_that_name_a_texture_or_do_not_fit_are_read_again_from
             np.testing.assert_array_equal(again[0].points, parts[0].points)
     finally:
         robot_meshes._MESH_CACHE.reset(token)
+
+
+def test_a_rebuild_removes_only_stale_outputs_inside_the_output_folder(tmp_path):
+    """The previous build's outputs a rebuild removes come from the lazy key, a file in the output folder:
+    a name leaving the folder (``..``) or reaching through a linked folder is not removed; a stale output
+    inside is."""
+    from usdforge.pipeline.atomic import build_atomically
+
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "victim.txt").write_text("keep")
+    (outside / "x.txt").write_text("keep")
+    out.mkdir()
+    (out / "linked").symlink_to(outside)
+    (out / "old.usda").write_text("stale")
+
+    def build(staging: Path) -> list[Path]:
+        (staging / "new.usda").write_text("new")
+        return [staging / "new.usda"]
+
+    build_atomically(out, build, "new.usdforge.toml", lambda written: "key", ["../victim.txt", "linked/x.txt", "old.usda"])
+    assert (tmp_path / "victim.txt").read_text() == "keep" and (outside / "x.txt").read_text() == "keep"
+    assert not (out / "old.usda").exists() and (out / "new.usda").read_text() == "new"

@@ -24,6 +24,7 @@ import fcntl
 import functools
 import gc
 import json
+import math
 import mmap
 import os
 import re
@@ -558,7 +559,7 @@ class _ReaderProcess:
             return "crashed"
         try:
             return decode(message, robot)
-        except (ValueError, KeyError, TypeError, IndexError):  # a garbled message: a crash too
+        except (ValueError, KeyError, TypeError, IndexError, OverflowError, RecursionError):  # garbled: a crash too
             return "crashed"
 
     def _receive(self, size: int, deadline: float) -> bytearray | None:
@@ -641,8 +642,14 @@ def _serve(requests: int, answers: int, waiting: mmap.mmap) -> None:
             if request[:1] == b"\x01" and not isinstance(result, str):
                 # Welded here while the parent works on the answers before (both processors busy); when it
                 # is waiting for this one, it welds it itself while this process reads the next file.
-                weld = int.from_bytes(waiting[:8], "little") < served
-                result = [robot_part(path, part, weld) for part in result]
+                # Only a part small enough that its weld adds little to the parent's deadline (CHILD_SECONDS)
+                # and to this process's memory: which process welds never decides the reader.
+                weld = int.from_bytes(waiting[:8], "little") < served and \
+                    sum(len(part.faces) for part in result) <= WELD_IN_CHILD_FACES
+                try:
+                    result = [robot_part(path, part, weld) for part in result]
+                except MemoryError:  # the parent welds it instead
+                    result = [robot_part(path, part, False) for part in result]
             chunks = encode_chunks(result)  # written as they are: no joined copy of the arrays
             outgoing.write(sum(memoryview(chunk).nbytes for chunk in chunks).to_bytes(8, "little"))
             for chunk in chunks:
@@ -670,6 +677,10 @@ def _limit_memory(extra: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
     except (ImportError, ValueError, OSError):
         pass  # no /proc or no limits here: the time limit still bounds the child
+
+
+#: Most faces of a file the reading child welds (``_serve``): about 0.3 s of welding; larger files the parent welds.
+WELD_IN_CHILD_FACES = 1 << 20
 
 
 def robot_part(path: Path, part: RawPart, weld: bool) -> RawPart:
@@ -759,10 +770,12 @@ def decode(data: bytes, robot: bool = True) -> list[RawPart] | str:
         if any(len(values) != size for values in per_vertex) or (welded and "colors" in fields) or \
                 (faces.size and int(faces.max()) >= len(points)):
             raise ValueError("faces or per-vertex arrays that do not fit the points")  # the parent indexes them
-        color = item["color"]
+        color = None if item["color"] is None else tuple(float(c) for c in item["color"])
+        if color is not None and (len(color) != 4 or not all(-math.inf < c < math.inf for c in color)):
+            raise ValueError("a colour that is not four finite numbers (RGBA)")
         parts.append(RawPart(str(item["name"]), fields["points"], fields["faces"], fields.get("normals"),
                              fields.get("uv"), fields.get("colors"),
-                             None if color is None else tuple(float(c) for c in color),
+                             color,
                              None if item["texture"] is None else Path(item["texture"]), fields["transform"],
                              float(item["unit"]), welded))
     return parts

@@ -23,13 +23,13 @@ from usdforge.rules.outputs import ROBOT_LAYER_FILES
 #: (store, {unit: key}, {unit: file}, units restored, {file: (sha, size)} restored as they are, {unit: its files
 #: as ``supply`` gave them, or None when looked up and missed}, ``layer_scope``'s keep), or None outside one.
 _SCOPE: ContextVar[tuple[Any, dict[str, str], dict[str, str], set[str], dict[str, tuple[str, int]],
-                         dict[str, dict[str, bytes] | None], Callable[[str, str, Path, bytes], bool] | None] | None] = \
+                         dict[str, dict[str, bytes] | None], Callable[[str, str, Path, bytes], bool]] | None] = \
     ContextVar("usdforge_layers", default=None)
 
 
 @contextmanager
 def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str],
-                keep: Callable[[str, str, Path, bytes], bool] | None = None) -> Iterator[set[str]]:
+                keep: Callable[[str, str, Path, bytes], bool]) -> Iterator[set[str]]:
     """Within the block, ``reused`` looks units up in ``store``: keys {unit: key}, files {unit: the
     unit's file, relative to the output folder}. store None: no reuse. Yields the set of units restored
     from the cache (filled as the block runs: ``store_units`` need not store them again).
@@ -60,7 +60,7 @@ def write_restored(path: Path, name: str, data: bytes) -> None:
     than the rest of a restored layer); else ``data``. Nothing may write ``path`` after this call."""
     scope = _SCOPE.get()
     known = None if scope is None else scope[4].get(name)
-    if scope is None or scope[6] is None:
+    if scope is None:  # a rule run outside the pipeline
         path.write_bytes(data)
     elif known is None or known[1] != len(data) or not scope[6](name, known[0], path, data):
         with open(path, "xb") as stream:  # a new file in the temporary folder: never through a link made there

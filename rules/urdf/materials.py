@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 from lxml import etree
 
 from usdforge.rules.robot.model import Material
