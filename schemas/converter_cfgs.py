@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from usdforge.schemas.physics import CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg, RigidBodyBaseCfg
-from usdforge.schemas.validators import finite_vector, folder_list, non_zero_scale, tuple_of_floats, unit_quaternion
+from usdforge.schemas.validators import file_name_or_none, finite_vector, folder_list, non_zero_scale, tuple_of_floats, unit_quaternion
 
 #: Isaac Lab's robot ``collision_type`` values → the ``physics:approximation`` token of mesh colliders.
 COLLISION_TYPES = {
@@ -32,6 +32,8 @@ class AssetConverterBaseCfg:
         is made, and conversion is not lazy.
     usd_file_name: Name of the USD file written in ``usd_dir``. Default None: the asset's file name with
         its extension replaced by ``.usd``. A name not ending in ``.usd`` or ``.usda`` gets ``.usd`` appended.
+        A file name only, without a folder (a robot's layers are in ``payloads/``: a name there would be
+        one of them; usdforge extension, not checked in Isaac Lab).
     force_usd_conversion: Convert even when the output is up to date. Default False.
     make_instanceable: Put geometry in a separate meshes layer referenced through instanceable prims, so
         many copies of the asset share it. Default True.
@@ -42,7 +44,7 @@ class AssetConverterBaseCfg:
 
     asset_path: str = attrs.field(converter=str)
     usd_dir: str | None = None
-    usd_file_name: str | None = None
+    usd_file_name: str | None = attrs.field(default=None, validator=file_name_or_none)
     force_usd_conversion: bool = False
     make_instanceable: bool = True
     allowed_roots: tuple[str, ...] = attrs.field(default=(), validator=folder_list)

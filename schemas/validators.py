@@ -152,6 +152,15 @@ def float_or_none(value: Any) -> Any:
     return value
 
 
+def file_name_or_none(instance: Any, attribute: Any, value: Any) -> None:
+    """One file name (no folder: written in the output folder itself, where no other output of the
+    conversion is named like it), or None."""
+    if value is None:
+        return
+    if not isinstance(value, str) or value in ("", ".", "..") or any(c in value for c in "/\\\0"):
+        raise FieldValueError(attribute.name, f"expected a file name without a folder (or None), found {value!r}")
+
+
 def folder_list(instance: Any, attribute: Any, value: Any) -> None:
     """A list of folder names (strings), not one string."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable) or not all(isinstance(v, str) for v in value):

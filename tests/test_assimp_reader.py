@@ -547,3 +547,20 @@ def test_welding_groups_points_exactly_as_trimesh_unique_rows(scale, hash_collid
     expected_unique, expected_inverse = unique_rows(points)
     np.testing.assert_array_equal(unique, expected_unique)
     np.testing.assert_array_equal(inverse, expected_inverse)
+
+
+def test_welding_over_a_million_points_groups_by_the_whole_hash():
+    """Beyond 2^20 points the hash is not shortened by the index packed into it (``_hash_groups``): with
+    only 40 bits left, two of a few million distinct rows would likely share one, and every such mesh
+    would take the slow path. Same unique rows and inverse as trimesh."""
+    from trimesh.grouping import unique_rows
+
+    from usdforge.rules.robot.meshes import _weld
+
+    rng = np.random.default_rng(7)
+    base = rng.uniform(-0.5, 0.5, (300_000, 3))
+    points = base[rng.integers(0, len(base), 2 ** 20 + 5)]
+    unique, inverse = _weld(points)
+    expected_unique, expected_inverse = unique_rows(points)
+    np.testing.assert_array_equal(unique, expected_unique)
+    np.testing.assert_array_equal(inverse, expected_inverse)

@@ -287,3 +287,23 @@ def test_a_flat_mesh_encloses_no_volume_and_gives_no_traceback(tmp_path, capsys)
     with pytest.raises(ConversionError, match="encloses no volume"):
         MeshConverter(MeshConverterCfg(asset_path=str(tmp_path / "flat.obj"), usd_dir=str(tmp_path / "mesh"),
                                        mass_props=MassPropertiesCfg(mass=2.0)), cache=False)
+
+
+@pytest.mark.parametrize("file_name", ["payloads/base.usda", "payloads/Physics/physics.usda", "../r.usda",
+                                       "/tmp/r.usda", "sub\\r.usd", ".."])
+def test_a_usd_file_name_with_a_folder_is_one_line_naming_the_field(tmp_path, file_name):
+    """``payloads/base.usda`` was written over the base layer of the same conversion (a broken asset, no
+    error), ``../r.usda`` and an absolute name ended in a ValueError traceback: the name is one file name."""
+    from usdforge.pipeline.manifest import entry_cfg, load_library
+    from usdforge.schemas import ConfigError, UrdfConverterCfg
+
+    library = tmp_path / "library.toml"
+    library.write_text(f'[[assets]]\nname = "r"\nsource = "r.urdf"\n[assets.cfg]\nusd_file_name = {file_name!r}\n')
+    with pytest.raises(ConfigError) as caught:
+        entry_cfg(load_library(library), load_library(library).assets[0], 0)
+    message = str(caught.value)
+    assert "\n" not in message and "assets[0].cfg.usd_file_name" in message, message
+    assert "expected a file name without a folder" in message, message
+    with pytest.raises(ValueError, match="usd_file_name: expected a file name without a folder"):
+        UrdfConverterCfg(asset_path="r.urdf", usd_file_name=file_name)
+    assert UrdfConverterCfg(asset_path="r.urdf", usd_file_name="r.usda").usd_file_name == "r.usda"

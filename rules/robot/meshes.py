@@ -262,8 +262,8 @@ def _hash_groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     both the groups and, first in each, its smallest index."""
     count = len(key)
     bits = max(1, (count - 1).bit_length())
-    if bits > 24:  # keep 40 bits of hash at least
-        return _groups(key)
+    if bits > 20:  # keep 44 bits of hash: with fewer, two of a few million distinct rows likely share them,
+        return _groups(key)  # and a shared hash sends the whole mesh to the slower ``_memcmp_order``
     low = np.uint64((1 << bits) - 1)
     packed = key & ~low
     packed |= np.arange(count, dtype=np.uint64)
