@@ -373,13 +373,13 @@ def test_one_child_reads_file_after_file_and_a_crash_loses_only_that_file(tmp_pa
     results = []
     for path in paths:
         results.append(read_in_child(path))
-        children.append(None if assimp_read._READER is None else assimp_read._READER.pid)
+        children.append(assimp_read._READERS[0].pid if 0 in assimp_read._READERS else None)
     assert [isinstance(r, str) for r in results] == [False, True, False, False] and results[1] == "crashed"
     assert children[1] is None and children[2] == children[3] != children[0]
     assert [len(MeshLibrary().parts(p)[0].faces) for p in paths] == [4, 4, 4, 4]  # p1 read by trimesh
 
 
-def test_a_urdf_reads_its_meshes_in_one_child(monkeypatch, shared_dir):
+def test_a_urdf_reads_its_meshes_in_two_children_forked_once(monkeypatch, shared_dir):
     from usdforge.rules.urdf.read import read_urdf
 
     started = []
@@ -393,7 +393,7 @@ def test_a_urdf_reads_its_meshes_in_one_child(monkeypatch, shared_dir):
     assimp_read.stop_reader()
     corpus = shared_dir / "corpus" / "urdf" / "pr2" / "example-robot-data"
     read_urdf(corpus / "robots" / "pr2_description" / "urdf" / "pr2.urdf", {"example-robot-data": str(corpus)})
-    assert len(started) == 1  # its 26 distinct STL files, one child
+    assert len(started) == assimp_read.READERS == 2  # its 26 distinct STL files, two children side by side
 
 
 def test_the_reading_child_holds_none_of_the_parents_files(tmp_path):
@@ -406,7 +406,7 @@ def test_the_reading_child_holds_none_of_the_parents_files(tmp_path):
 
     assert select.select([read_end], [], [], 10)[0] and os.read(read_end, 1) == b""  # no one else holds it
     os.close(read_end)
-    children = [int(p) for p in os.listdir(f"/proc/{assimp_read._READER.pid}/fd")]
+    children = [int(p) for p in os.listdir(f"/proc/{assimp_read._READERS[0].pid}/fd")]
     assert len(children) == 5, children  # 0-2 on /dev/null, the request and answer pipes
 
 
@@ -523,6 +523,30 @@ def test_files_asked_for_ahead_give_the_same_answers_in_any_order_and_a_crash_st
     assert len(read_in_child(paths[0])[0].faces) == direct[paths[0]]
 
 
+def test_files_asked_for_ahead_alternate_between_two_children_and_a_crash_in_one_spares_the_other(
+        tmp_path, monkeypatch):
+    """``request_ahead`` of several files forks a second child and alternates the files between the two
+    (each reads its own in order while this process waits on the other); every answer is the file's own;
+    a crash ends only the child it happened in: the other child, and its answers, live on."""
+    faces = "f 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n"
+    paths = []
+    for index in range(4):
+        path = tmp_path / f"n{index}.obj"
+        path.write_text(TETRA + faces * (index + 1))
+        paths.append(path)
+    crash_reading(monkeypatch, "n2.obj")
+    assimp_read.request_ahead(paths)
+    readers = dict(assimp_read._READERS)
+    assert sorted(readers) == [0, 1] and readers[0].pid != readers[1].pid
+    asked = {slot: [request.path.name for request, _ in reader.pending] for slot, reader in readers.items()}
+    assert asked == {0: ["n0.obj", "n2.obj"], 1: ["n1.obj", "n3.obj"]}
+    answers = [read_in_child(path) for path in paths]
+    assert answers[2] == "crashed"
+    assert [len(answer[0].faces) for index, answer in enumerate(answers) if index != 2] == [4, 8, 16]
+    assert assimp_read._READERS[1] is readers[1] and assimp_read._READERS.get(0) is not readers[0]
+    assert [len(read_in_child(path)[0].faces) for path in paths[:2]] == [4, 8]  # read again, by the first
+
+
 @pytest.mark.parametrize("scale, hash_collides", [(1e-3, False), (0.5, False), (1e5, False), (0.5, True)])
 def test_welding_groups_points_exactly_as_trimesh_unique_rows(scale, hash_collides, monkeypatch):
     """``_weld`` (sorting integer keys: each column's rank packed into one integer; beyond 1 cm, equal rows
@@ -564,3 +588,4 @@ def test_welding_over_a_million_points_groups_by_the_whole_hash():
     expected_unique, expected_inverse = unique_rows(points)
     np.testing.assert_array_equal(unique, expected_unique)
     np.testing.assert_array_equal(inverse, expected_inverse)
+

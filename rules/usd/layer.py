@@ -86,9 +86,12 @@ def over(layer: Sdf.Layer, path: Sdf.Path | str) -> Sdf.PrimSpec:
 def attribute(spec: Sdf.PrimSpec, name: str, type_name: Sdf.ValueTypeName, value: Any = None, *,
               uniform: bool = False, custom: bool = False) -> Sdf.AttributeSpec:
     """Create (or reuse) ``name`` on ``spec`` and set its default value when ``value`` is not None."""
-    existing = spec.attributes.get(name)
-    attr = existing if existing is not None else Sdf.AttributeSpec(
-        spec, name, type_name, UNIFORM if uniform else Sdf.VariabilityVarying, custom)
+    try:  # created first: a conversion authors each attribute once (a lookup first cost 0.6 of 4.4 µs)
+        attr = Sdf.AttributeSpec(spec, name, type_name, UNIFORM if uniform else Sdf.VariabilityVarying, custom)
+    except Tf.ErrorException:
+        attr = spec.attributes.get(name)
+        if attr is None:  # not there: the name or type was refused
+            raise
     if value is not None:
         attr.default = value
     return attr
