@@ -408,6 +408,50 @@ def test_the_reading_child_holds_none_of_the_parents_files(tmp_path):
     os.close(read_end)
     children = [int(p) for p in os.listdir(f"/proc/{assimp_read._READERS[0].pid}/fd")]
     assert len(children) == 5, children  # 0-2 on /dev/null, the request and answer pipes
+    # The second child is forked while the first one's pipes are open here: it holds none of them either.
+    files = [write_obj(tmp_path, TETRA + "f 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n", f"t{i}.obj") for i in range(4)]
+    assimp_read.request_ahead(files)
+    assert all(not isinstance(read_in_child(path), str) for path in files)  # each child answered: past its set-up
+    assert sorted(assimp_read._READERS) == [0, 1]
+    for reader in assimp_read._READERS.values():
+        assert len(os.listdir(f"/proc/{reader.pid}/fd")) == 5
+
+
+def test_a_forked_process_holds_no_pipe_of_its_parents_reading_children(tmp_path):
+    """A process forked after the reading children started (a ``doit -n`` worker) closes its copies of
+    their pipes and forgets them, so they end with the parent; its lock is its own (another thread may
+    have held the parent's at the fork); it forks reading children of its own when it reads."""
+    files = [write_obj(tmp_path, TETRA + "f 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n", f"f{i}.obj") for i in range(2)]
+    assimp_read.request_ahead(files)
+    assert all(not isinstance(read_in_child(path), str) for path in files)
+    inherited = [fd for reader in assimp_read._READERS.values() for fd in (reader.requests, reader.answers)]
+    assimp_read._LOCK.acquire()  # as if another thread held it at the fork
+    try:
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                closed = []
+                for fd in inherited:
+                    try:
+                        os.fstat(fd)
+                    except OSError:
+                        closed.append(fd)
+                fresh = assimp_read._LOCK.acquire(timeout=5)
+                if fresh:
+                    assimp_read._LOCK.release()
+                if fresh:  # else reading would wait for the parent's lock forever
+                    ok = closed == inherited and not assimp_read._READERS and \
+                        not isinstance(read_in_child(files[0]), str)
+                    assimp_read.stop_reader()
+                    status = 0 if ok else 1
+            finally:
+                os._exit(status)
+    finally:
+        assimp_read._LOCK.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert all(not isinstance(read_in_child(path), str) for path in files)  # the parent's children live on
 
 
 def test_a_textured_obj_is_read_by_assimp_as_trimesh_reads_it(tmp_path):
@@ -573,18 +617,28 @@ def test_welding_groups_points_exactly_as_trimesh_unique_rows(scale, hash_collid
     np.testing.assert_array_equal(inverse, expected_inverse)
 
 
-def test_welding_over_a_million_points_groups_by_the_whole_hash():
+def test_welding_over_a_million_points_groups_by_the_whole_hash(monkeypatch):
     """Beyond 2^20 points the hash is not shortened by the index packed into it (``_hash_groups``): with
-    only 40 bits left, two of a few million distinct rows would likely share one, and every such mesh
-    would take the slow path. Same unique rows and inverse as trimesh."""
+    only 40 bits left, two of a few million distinct rows would likely share them, and every such mesh
+    would take the slow path (``_memcmp_order``: 3.3 s against 1.1 s for 3 million distinct rows). Here the
+    row hash is the first coordinate alone (every distinct row has its own, all within 2^21 of each other:
+    the top 43 bits are one), which the shortened hash sent to the slow path. Same unique rows and inverse
+    as trimesh."""
     from trimesh.grouping import unique_rows
 
+    from usdforge.rules.robot import meshes
     from usdforge.rules.robot.meshes import _weld
 
+    monkeypatch.setattr(meshes, "_ROW_HASH", (np.uint64(1), np.uint64(0), np.uint64(0)))
+    slow = []
+    real = meshes._memcmp_order
+    monkeypatch.setattr(meshes, "_memcmp_order", lambda rows: slow.append(len(rows)) or real(rows))
     rng = np.random.default_rng(7)
     base = rng.uniform(-0.5, 0.5, (300_000, 3))
+    base[:, 0] = rng.permutation(300_000) * 1e-8 + 1e-9  # a distinct first coordinate per row, within 3 mm
     points = base[rng.integers(0, len(base), 2 ** 20 + 5)]
     unique, inverse = _weld(points)
+    assert slow == []
     expected_unique, expected_inverse = unique_rows(points)
     np.testing.assert_array_equal(unique, expected_unique)
     np.testing.assert_array_equal(inverse, expected_inverse)

@@ -605,6 +605,17 @@ class _ReaderProcess:
             received += count
         return buffer
 
+    def forget(self) -> None:
+        """Close this process's ends of the pipes and the shared word, leaving the child alone: in a
+        process forked from the child's parent, which must not keep it alive (it ends when every
+        holder of its request pipe has closed it)."""
+        for descriptor in (self.requests, self.answers):
+            try:
+                os.close(descriptor)
+            except OSError:
+                pass  # already closed (a crashed child's pipe): nothing left to release
+        self.waiting.close()
+
     def stop(self) -> None:
         for descriptor in (self.requests, self.answers):
             try:
@@ -686,6 +697,22 @@ def _serve(requests: int, answers: int, waiting: mmap.mmap) -> None:
 _LOCK = threading.Lock()
 #: This process's reading children by slot (``READERS``), each started on first use.
 _READERS: dict[int, _ReaderProcess] = {}
+
+
+def _forget_inherited() -> None:
+    """In a process just forked (a ``doit -n`` or multiprocessing worker, or a reading child itself): its
+    parent's reading children are not its own. Their pipe ends are closed (held here, they would keep
+    those children alive after the parent exits) and they are forgotten; this process forks its own when it
+    reads. The lock is made anew: another thread of the parent may have held it at the fork."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    for reader in _READERS.values():
+        reader.forget()
+    _READERS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited)
 
 
 def _limit_memory(extra: int) -> None:
