@@ -638,6 +638,39 @@ def test_a_rebuild_keeps_unchanged_outputs_and_replaces_modified_ones(folder):
     assert units(out) == units(work / "cold-first")
 
 
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_a_patched_layer_the_output_holds_already_is_linked_not_written(kind, folder, monkeypatch):
+    """A layer made from a cached base (a drive edit patched into the physics layer; MJCF: the actuators'
+    gains, into the mujoco layer) that the previous build
+    wrote with the same bytes is linked into the temporary folder from the output (two names while the rule
+    runs), not written as a new file there, and left in place; a layer patched to other bytes is written.
+    Each rebuild equals a cold conversion."""
+    from usdforge.rules.robot import layer_reuse
+    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
+
+    cfg = cfg_class(kind)(asset_path=str(folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")))
+    gains = {"joint_drive": JointDriveCfg(gains=PDGainsCfg(stiffness=1234.0, damping=56.0))} if kind == "urdf" \
+        else {"override_gain_prm": (77.0,)}
+    work = folder / f"patched-kept-{kind}"
+    out = work / "out"
+    physics = out / ROBOT_LAYER_FILES["physics" if kind == "urdf" else "mujoco"]
+    warnings.simplefilter("ignore")
+    converter_for(kind)(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache"))
+    names: list[int] = []  # the patched layer's names as the rule ends
+    real = layer_reuse.restored_objects
+    monkeypatch.setattr(layer_reuse, "restored_objects", lambda: (names.append(physics.stat().st_nlink), real())[1])
+    # Patched to new values: written. Then a PhysX-only edit on top: the same patched bytes, linked.
+    for step, (fields, linked) in enumerate([(gains, 1), ({**gains, "self_collision": True}, 2)]):
+        names.clear()
+        before = physics.stat().st_ino
+        edited = attrs.evolve(cfg, **fields)
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
+        assert names == [linked], fields
+        assert (physics.stat().st_ino == before) == (linked == 2)
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
+        assert units(out) == units(work / f"cold{step}")
+
+
 def test_an_output_written_in_place_during_a_rebuild_reaches_neither_the_output_nor_the_cache(folder, monkeypatch):
     """An output left in place by a cfg-only rebuild shares its file with the rebuild's temporary folder
     until it is published: an editor writing it in place meanwhile (same name, same file) is seen when the
