@@ -46,7 +46,7 @@ import stat
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from usdforge.pipeline.fingerprint import by_size_in_threads
 
@@ -81,23 +81,29 @@ class KnownFiles(Mapping[str, bytes]):
     → (SHA-256, size) of those written from a cache object this process verified (a layer restored from the
     build cache), which ``Store.put_entry`` need not read or hash when the store still holds the object."""
 
-    def __init__(self, folder: Path, names: Iterable[str], known: dict[str, tuple[str, int]] | None = None):
+    def __init__(self, folder: Path, names: Iterable[str], known: dict[str, tuple[str, int]] | None = None,
+                 before_read: Callable[[str], Any] | None = None):
         self.folder = folder
         self._names = sorted(set(names))
         self._named = frozenset(self._names)
         self.known = {name: known[name] for name in self._names if known and name in known}
         self._read: dict[str, bytes] = {}
+        #: Called with a file's name before it is read (the pipeline checks an output left in place then).
+        self._before_read = before_read
 
     def __getitem__(self, name: str) -> bytes:
         if name not in self._read:
             if name not in self._named:
                 raise KeyError(name)
+            if self._before_read is not None:
+                self._before_read(name)
             self._read[name] = (self.folder / name).read_bytes()
         return self._read[name]
 
     def subset(self, names: Iterable[str]) -> "KnownFiles":
         """These files of ``names`` only (what is read is read once for both)."""
-        part = KnownFiles(self.folder, [name for name in names if name in self._named], self.known)
+        part = KnownFiles(self.folder, [name for name in names if name in self._named], self.known,
+                          self._before_read)
         part._read = self._read
         return part
 

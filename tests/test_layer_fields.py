@@ -671,6 +671,51 @@ def test_a_patched_layer_the_output_holds_already_is_linked_not_written(kind, fo
         assert units(out) == units(work / f"cold{step}")
 
 
+def test_an_output_left_in_place_is_hashed_before_storing_only_when_the_store_reads_it(folder, monkeypatch):
+    """An output left in place whose bytes the store takes from the cache's object is not hashed again before
+    storing (only as it is published): a PhysX-only rebuild hashes the restored base layer's two names once.
+    One edited in place meanwhile with the same size is not stored (the object is the build's bytes) and is
+    replaced as it is published; the rebuild and a restore into a fresh folder equal a cold build."""
+    from usdforge.pipeline import converters
+    from usdforge.rules.robot import layer_reuse
+
+    cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / "kept-hashed"
+    out = work / "out"
+    base = out / ROBOT_LAYER_FILES["base"]
+    warnings.simplefilter("ignore")
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache"))
+    hashed: list[str] = []
+    real_same = converters.same_small_file
+    monkeypatch.setattr(converters, "same_small_file",
+                        lambda path, sha, names=1: (hashed.append(Path(path).name), real_same(path, sha, names))[1])
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
+    assert hashed.count(base.name) == 1
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
+    assert units(out) == units(work / "cold")
+    # Back, then the edit again (another cache: converted, not restored whole) with the base layer flipped in
+    # place (same size) as the rule ends.
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache2"))
+    kept = base.stat().st_ino
+    real = layer_reuse.restored_objects
+
+    def flip_then_list():
+        assert base.stat().st_nlink == 2  # left in place: linked into the temporary folder
+        data = bytearray(base.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        with open(base, "r+b") as stream:
+            stream.write(bytes(data))
+        return real()
+
+    monkeypatch.setattr(layer_reuse, "restored_objects", flip_then_list)
+    rebuilt = converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache2"))
+    monkeypatch.setattr(layer_reuse, "restored_objects", real)
+    assert not rebuilt.restored and base.stat().st_ino != kept and units(out) == units(work / "cold")
+    fresh = converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "fresh")), cache=Store(work / "cache2"))
+    assert fresh.restored and units(work / "fresh") == units(work / "cold")
+
+
 def test_an_output_written_in_place_during_a_rebuild_reaches_neither_the_output_nor_the_cache(folder, monkeypatch):
     """An output left in place by a cfg-only rebuild shares its file with the rebuild's temporary folder
     until it is published: an editor writing it in place meanwhile (same name, same file) is seen when the
