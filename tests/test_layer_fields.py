@@ -291,6 +291,36 @@ def test_a_layer_that_does_not_read_back_as_written_is_not_patched():
     assert patched_layer(text.encode(), double, *args) is None
 
 
+def test_the_line_patch_reads_only_the_attribute_lines_it_patches_and_refuses_forms_it_does_not_read():
+    """``patched_text`` tells a patched attribute's line by its name before matching it: other attributes of a
+    patched prim are left as they are, a collider's approximation token is set wherever it is, and an
+    approximation line in a form the reading does not follow (``custom``) leaves the text to Sdf."""
+    from pxr import Sdf
+
+    from usdforge.rules.robot.drive_patch import UNSUPPORTED, patched_text
+
+    layer = Sdf.Layer.CreateAnonymous("t.usda")
+    joint = Sdf.CreatePrimInLayer(layer, "/r/j")
+    collider = Sdf.CreatePrimInLayer(layer, "/r/c")
+    for spec in (joint, collider):
+        spec.specifier = Sdf.SpecifierDef
+    Sdf.AttributeSpec(joint, "physics:lowerLimit", Sdf.ValueTypeNames.Float).default = 1.0
+    Sdf.AttributeSpec(joint, "drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float).default = 1.0
+    Sdf.AttributeSpec(joint, "drive:angular:physics:damping", Sdf.ValueTypeNames.Float).default = 1.0
+    Sdf.AttributeSpec(collider, "physics:approximation", Sdf.ValueTypeNames.Token,
+                      variability=Sdf.VariabilityUniform).default = "none"
+    text = layer.ExportToString()
+    want = {Sdf.Path("/r/j"): ([], [("drive:angular:physics:damping", Sdf.ValueTypeNames.Float, 3.0, False),
+                                    ("drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float, 2.0, False)])}
+    args = (lambda name: name.startswith("drive:"), "PhysicsDriveAPI:")
+    patched = patched_text(text.encode(), want, *args, "convexHull").decode()
+    expected = text.replace("stiffness = 1", "stiffness = 2").replace("damping = 1", "damping = 3") \
+        .replace('"none"', '"convexHull"')
+    assert patched == expected and "physics:lowerLimit = 1" in patched
+    custom = text.replace("uniform token physics:approximation", "custom uniform token physics:approximation")
+    assert custom != text and patched_text(custom.encode(), want, *args, "convexHull") is UNSUPPORTED
+
+
 def test_view_raises_on_undeclared_fields():
     from usdforge.schemas import UrdfConverterCfg
 
