@@ -46,7 +46,7 @@ import stat
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 from usdforge.pipeline.fingerprint import by_size_in_threads
 
@@ -81,23 +81,29 @@ class KnownFiles(Mapping[str, bytes]):
     → (SHA-256, size) of those written from a cache object this process verified (a layer restored from the
     build cache), which ``Store.put_entry`` need not read or hash when the store still holds the object."""
 
-    def __init__(self, folder: Path, names: Iterable[str], known: dict[str, tuple[str, int]] | None = None):
+    def __init__(self, folder: Path, names: Iterable[str], known: dict[str, tuple[str, int]] | None = None,
+                 before_read: Callable[[str], Any] | None = None):
         self.folder = folder
         self._names = sorted(set(names))
         self._named = frozenset(self._names)
         self.known = {name: known[name] for name in self._names if known and name in known}
         self._read: dict[str, bytes] = {}
+        #: Called with a file's name before it is read (the pipeline checks an output left in place then).
+        self._before_read = before_read
 
     def __getitem__(self, name: str) -> bytes:
         if name not in self._read:
             if name not in self._named:
                 raise KeyError(name)
+            if self._before_read is not None:
+                self._before_read(name)
             self._read[name] = (self.folder / name).read_bytes()
         return self._read[name]
 
     def subset(self, names: Iterable[str]) -> "KnownFiles":
         """These files of ``names`` only (what is read is read once for both)."""
-        part = KnownFiles(self.folder, [name for name in names if name in self._named], self.known)
+        part = KnownFiles(self.folder, [name for name in names if name in self._named], self.known,
+                          self._before_read)
         part._read = self._read
         return part
 
@@ -340,7 +346,20 @@ class Store:
     def _open_folder(self, parts: tuple[str, ...], create: bool = False) -> int:
         """A descriptor of the folder ``root/<parts…>``, each part opened without following a symbolic
         link (a link planted in a shared cache cannot send a read, write or removal elsewhere); made when
-        ``create``. The root itself is the user's choice and may be a link. Raises OSError."""
+        ``create``. The root itself is the user's choice and may be a link. Raises OSError.
+
+        Inside ``records_batched`` (one build, this thread) the top folder of ``parts`` (``objects``,
+        ``entries``, ``claims``), once opened so, stays open until the block ends and the rest is opened
+        from it: a rebuild opens a few dozen shard folders, and opening the root and its child each time
+        was four of five system calls per folder. The descriptor is the folder as it was opened (a link
+        planted in its place meanwhile is not followed either); the cache never removes those folders but in
+        ``clear``."""
+        held = getattr(self._batch, "folders", None)
+        if held is not None and len(parts) > 1:
+            top = held.get(parts[0])
+            if top is None:
+                top = held[parts[0]] = self._open_folder(parts[:1], create)
+            return self._open_below(top, parts[1:], create, close_first=False)
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
@@ -348,6 +367,13 @@ class Store:
                 raise
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        return self._open_below(fd, parts, create, close_first=True)
+
+    @staticmethod
+    def _open_below(fd: int, parts: tuple[str, ...], create: bool, close_first: bool) -> int:
+        """The descriptor of the folder ``<fd>/<parts…>``, opened as ``_open_folder`` says; ``fd`` is closed
+        when ``close_first`` (else left open: a held folder), every folder on the way is."""
+        first = fd
         try:
             for part in parts:
                 try:
@@ -360,10 +386,12 @@ class Store:
                     except FileExistsError:
                         pass
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
+                if fd != first or close_first:
+                    os.close(fd)
                 fd = child
         except BaseException:
-            os.close(fd)
+            if fd != first or close_first:
+                os.close(fd)
             raise
         return fd
 
@@ -731,15 +759,18 @@ class Store:
         """Within the block, ``record`` keeps its lines and they are appended in one write as the block ends:
         a cfg-only rebuild looks a dozen units up, and an open, write and close each cost it about 0.4 ms.
         Per thread (another thread's lookups are appended as they come); nested blocks write with the
-        outermost."""
+        outermost. Also holds the cache's top folders open for the block (``_open_folder``)."""
         if getattr(self._batch, "lines", None) is not None:
             yield
             return
         lines = self._batch.lines = []
+        folders = self._batch.folders = {}  # top folder → its descriptor, held (``_open_folder``)
         try:
             yield
         finally:
-            self._batch.lines = None
+            self._batch.lines = self._batch.folders = None
+            for fd in folders.values():
+                os.close(fd)
             if lines and self.writable:
                 self._append_records("".join(lines))
 

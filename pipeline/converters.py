@@ -264,13 +264,15 @@ class AssetConverterBase:
                 verbatim = restored_objects()
             if not stamped:  # not saved with the record (a binary layer, a layer the rule wrote otherwise)
                 stamp_provenance(staging / self._usd_file_name, provenance)
-            for name in list(kept):  # before storing: the cache is given the bytes the build wrote
-                still_kept(name, kept[name][3])
             if store is not None:
                 # Files restored as they are in the cache (verified when read) are not read or hashed again.
                 known = {name: object_ for name, object_ in verbatim.items()
                          if file_size(staging / name) == object_[1]}
-                files = KnownFiles(staging, relative_names(written, staging), known)
+                # An output left in place is hashed again as it is read to be stored (the cache is given the
+                # bytes the build wrote), not before: one the store takes from its object is not read (the
+                # publish hashes each again all the same).
+                files = KnownFiles(staging, relative_names(written, staging), known,
+                                   lambda name: name in kept and still_kept(name, kept[name][3]))
                 # A mesh's unit is kept only from a conversion that warned of nothing: a reuse skips the
                 # reading that would warn again.
                 store_units(store, units if self.kind != "mesh" or not warned else {}, unit_names, files, restored)

@@ -291,6 +291,36 @@ def test_a_layer_that_does_not_read_back_as_written_is_not_patched():
     assert patched_layer(text.encode(), double, *args) is None
 
 
+def test_the_line_patch_reads_only_the_attribute_lines_it_patches_and_refuses_forms_it_does_not_read():
+    """``patched_text`` tells a patched attribute's line by its name before matching it: other attributes of a
+    patched prim are left as they are, a collider's approximation token is set wherever it is, and an
+    approximation line in a form the reading does not follow (``custom``) leaves the text to Sdf."""
+    from pxr import Sdf
+
+    from usdforge.rules.robot.drive_patch import UNSUPPORTED, patched_text
+
+    layer = Sdf.Layer.CreateAnonymous("t.usda")
+    joint = Sdf.CreatePrimInLayer(layer, "/r/j")
+    collider = Sdf.CreatePrimInLayer(layer, "/r/c")
+    for spec in (joint, collider):
+        spec.specifier = Sdf.SpecifierDef
+    Sdf.AttributeSpec(joint, "physics:lowerLimit", Sdf.ValueTypeNames.Float).default = 1.0
+    Sdf.AttributeSpec(joint, "drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float).default = 1.0
+    Sdf.AttributeSpec(joint, "drive:angular:physics:damping", Sdf.ValueTypeNames.Float).default = 1.0
+    Sdf.AttributeSpec(collider, "physics:approximation", Sdf.ValueTypeNames.Token,
+                      variability=Sdf.VariabilityUniform).default = "none"
+    text = layer.ExportToString()
+    want = {Sdf.Path("/r/j"): ([], [("drive:angular:physics:damping", Sdf.ValueTypeNames.Float, 3.0, False),
+                                    ("drive:angular:physics:stiffness", Sdf.ValueTypeNames.Float, 2.0, False)])}
+    args = (lambda name: name.startswith("drive:"), "PhysicsDriveAPI:")
+    patched = patched_text(text.encode(), want, *args, "convexHull").decode()
+    expected = text.replace("stiffness = 1", "stiffness = 2").replace("damping = 1", "damping = 3") \
+        .replace('"none"', '"convexHull"')
+    assert patched == expected and "physics:lowerLimit = 1" in patched
+    custom = text.replace("uniform token physics:approximation", "custom uniform token physics:approximation")
+    assert custom != text and patched_text(custom.encode(), want, *args, "convexHull") is UNSUPPORTED
+
+
 def test_view_raises_on_undeclared_fields():
     from usdforge.schemas import UrdfConverterCfg
 
@@ -329,8 +359,9 @@ def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch, kind
     is restored, physx (and MJCF's physics) patched from its base without ``self_collision``
     (``rules.robot.self_collision``, ``rules.mjcf.self_collision``); after a ``link_density`` edit, physics
     (and MJCF's mujoco) is re-authored and the others restored. No author, MJCF's own steps included, writes
-    anything into a restored layer's stand-in (it holds the robot's root prim only), so a cfg edit pays for
-    the layers it changes only. Each rebuild equals a cold conversion."""
+    anything into a restored layer's stand-in (it holds the robot's root prim only, and is made only when an
+    author asks for it), so a cfg edit pays for the layers it changes only. Each rebuild equals a cold
+    conversion."""
     from pxr import Sdf
 
     from usdforge.rules.robot import layers as robot_layers
@@ -342,7 +373,8 @@ def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch, kind
     real = RobotLayers.save
 
     def save(self, name, contents=None):
-        stand_ins.update({role: self.layers[role] for role in self.restored})
+        # A restored role's stand-in is made only when an author asks for it (None: never asked).
+        stand_ins.update({role: self.layers.get(role) for role in self.restored})
         return real(self, name, contents)
 
     monkeypatch.setattr(RobotLayers, "save", save)
@@ -361,6 +393,8 @@ def test_a_rebuild_writes_nothing_into_restored_layers(folder, monkeypatch, kind
         converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / "out")), cache=Store(work / "cache"))
         assert set(stand_ins) == layers - authored, edit
         for role, layer in stand_ins.items():
+            if layer is None:
+                continue
             paths: list[Sdf.Path] = []
             layer.Traverse(Sdf.Path.absoluteRootPath, paths.append)
             # The writer gives MJCF's steps the colliders' prims (where the contacts would go) in a restored
@@ -636,6 +670,84 @@ def test_a_rebuild_keeps_unchanged_outputs_and_replaces_modified_ones(folder):
     assert back.restored and (out / ROBOT_LAYER_FILES["base"]).stat().st_ino == kept
     converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "cold-first")), cache=False)
     assert units(out) == units(work / "cold-first")
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_a_patched_layer_the_output_holds_already_is_linked_not_written(kind, folder, monkeypatch):
+    """A layer made from a cached base (a drive edit patched into the physics layer; MJCF: the actuators'
+    gains, into the mujoco layer) that the previous build
+    wrote with the same bytes is linked into the temporary folder from the output (two names while the rule
+    runs), not written as a new file there, and left in place; a layer patched to other bytes is written.
+    Each rebuild equals a cold conversion."""
+    from usdforge.rules.robot import layer_reuse
+    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
+
+    cfg = cfg_class(kind)(asset_path=str(folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")))
+    gains = {"joint_drive": JointDriveCfg(gains=PDGainsCfg(stiffness=1234.0, damping=56.0))} if kind == "urdf" \
+        else {"override_gain_prm": (77.0,)}
+    work = folder / f"patched-kept-{kind}"
+    out = work / "out"
+    physics = out / ROBOT_LAYER_FILES["physics" if kind == "urdf" else "mujoco"]
+    warnings.simplefilter("ignore")
+    converter_for(kind)(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache"))
+    names: list[int] = []  # the patched layer's names as the rule ends
+    real = layer_reuse.restored_objects
+    monkeypatch.setattr(layer_reuse, "restored_objects", lambda: (names.append(physics.stat().st_nlink), real())[1])
+    # Patched to new values: written. Then a PhysX-only edit on top: the same patched bytes, linked.
+    for step, (fields, linked) in enumerate([(gains, 1), ({**gains, "self_collision": True}, 2)]):
+        names.clear()
+        before = physics.stat().st_ino
+        edited = attrs.evolve(cfg, **fields)
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
+        assert names == [linked], fields
+        assert (physics.stat().st_ino == before) == (linked == 2)
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
+        assert units(out) == units(work / f"cold{step}")
+
+
+def test_an_output_left_in_place_is_hashed_before_storing_only_when_the_store_reads_it(folder, monkeypatch):
+    """An output left in place whose bytes the store takes from the cache's object is not hashed again before
+    storing (only as it is published): a PhysX-only rebuild hashes the restored base layer's two names once.
+    One edited in place meanwhile with the same size is not stored (the object is the build's bytes) and is
+    replaced as it is published; the rebuild and a restore into a fresh folder equal a cold build."""
+    from usdforge.pipeline import converters
+    from usdforge.rules.robot import layer_reuse
+
+    cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / "kept-hashed"
+    out = work / "out"
+    base = out / ROBOT_LAYER_FILES["base"]
+    warnings.simplefilter("ignore")
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache"))
+    hashed: list[str] = []
+    real_same = converters.same_small_file
+    monkeypatch.setattr(converters, "same_small_file",
+                        lambda path, sha, names=1: (hashed.append(Path(path).name), real_same(path, sha, names))[1])
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
+    assert hashed.count(base.name) == 1
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
+    assert units(out) == units(work / "cold")
+    # Back, then the edit again (another cache: converted, not restored whole) with the base layer flipped in
+    # place (same size) as the rule ends.
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache2"))
+    kept = base.stat().st_ino
+    real = layer_reuse.restored_objects
+
+    def flip_then_list():
+        assert base.stat().st_nlink == 2  # left in place: linked into the temporary folder
+        data = bytearray(base.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        with open(base, "r+b") as stream:
+            stream.write(bytes(data))
+        return real()
+
+    monkeypatch.setattr(layer_reuse, "restored_objects", flip_then_list)
+    rebuilt = converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache2"))
+    monkeypatch.setattr(layer_reuse, "restored_objects", real)
+    assert not rebuilt.restored and base.stat().st_ino != kept and units(out) == units(work / "cold")
+    fresh = converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "fresh")), cache=Store(work / "cache2"))
+    assert fresh.restored and units(work / "fresh") == units(work / "cold")
 
 
 def test_an_output_written_in_place_during_a_rebuild_reaches_neither_the_output_nor_the_cache(folder, monkeypatch):

@@ -256,15 +256,21 @@ def patched_text(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[
                 return UNSUPPORTED
             schemas[in_wanted] = re.findall(r'"([^"]*)"', match.group(2))
         elif kind == "prim" and (in_wanted is not None or "physics:approximation" in stripped):
-            match = _ATTRIBUTE.match(line)
-            if match is not None:
-                name = match.group(3)
-                if name == "physics:approximation":
-                    approximations.append(index)
-                if in_wanted is not None and patched(name):
-                    attributes.setdefault(in_wanted, {})[name] = index
-            elif " physics:approximation " in line:  # an attribute in a form not read here
-                return UNSUPPORTED
+            # The name _ATTRIBUTE would give (the word before the first " = ": neither of the two words before
+            # it holds a space), told before matching: most lines of a prim to patch are other attributes.
+            head, equals, _ = line.partition(" = ")
+            name = head.rpartition(" ")[2]
+            if equals and (name == "physics:approximation" or (in_wanted is not None and patched(name))) \
+                    or " physics:approximation " in line:
+                match = _ATTRIBUTE.match(line)
+                if match is not None:
+                    name = match.group(3)
+                    if name == "physics:approximation":
+                        approximations.append(index)
+                    if in_wanted is not None and patched(name):
+                        attributes.setdefault(in_wanted, {})[name] = index
+                elif " physics:approximation " in line:  # an attribute in a form not read here
+                    return UNSUPPORTED
         if stripped.endswith(("(", "{", "[")):
             top = ("other", path if kind != "top" else None, None)
             stack.append(top)

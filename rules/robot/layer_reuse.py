@@ -13,6 +13,7 @@ entry naming other files than the unit's is a miss.
 
 from __future__ import annotations
 
+import hashlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -55,14 +56,19 @@ def restored_objects() -> dict[str, tuple[str, int]]:
 
 def write_restored(path: Path, name: str, data: bytes) -> None:
     """Write the output file ``name`` (relative; at ``path`` in the folder being built) that a unit restored
-    in the enclosing ``layer_scope`` gave (``reused``): when the unit gave it as it is in the cache and the
-    scope's ``keep`` finds those bytes in the output already, nothing is written (a new file costs more
-    than the rest of a restored layer); else ``data``. Nothing may write ``path`` after this call."""
+    in the enclosing ``layer_scope`` gave (``reused``), or that this conversion made from cached parts (a
+    layer patched from its base: ``supply``, ``PATCH_BASES``): when the scope's ``keep`` finds those bytes
+    in the output already, nothing is written (a new file costs more than the rest of a restored layer);
+    else ``data``. Bytes the unit gave as they are in the cache carry their SHA-256 from there; others are
+    hashed here (a patched layer the previous build wrote the same: skydio_x2's PhysX-only edit wrote two
+    such files, then found them unchanged and left them). Nothing may write ``path`` after this call."""
     scope = _SCOPE.get()
-    known = None if scope is None else scope[4].get(name)
     if scope is None:  # a rule run outside the pipeline
         path.write_bytes(data)
-    elif known is None or known[1] != len(data) or not scope[6](name, known[0], path, data):
+        return
+    known = scope[4].get(name)
+    sha = known[0] if known is not None and known[1] == len(data) else hashlib.sha256(data).hexdigest()
+    if not scope[6](name, sha, path, data):
         with open(path, "xb") as stream:  # a new file in the temporary folder: never through a link made there
             stream.write(data)
 

@@ -42,35 +42,43 @@ class RobotLayers:
         #: Role → its file's bytes from the build cache (layered only): that role's author is not called,
         #: and anything another author puts in its layer lands in a scratch layer that is never saved.
         self.restored = dict(restored or {}) if layered else {}
+        #: Role → its layer; a restored role's (a scratch layer) is made when an author first asks for it
+        #: (``layer``): most of a cfg-only rebuild's layers are restored, and few authors still run.
         self.layers: dict[str, Sdf.Layer] = {}
         self._stages: dict[str, Usd.Stage] = {}
         self._references: dict[tuple[str, str], str] = {}
         folders: set[Path] = set()
         for role, file in self.files.items():
+            if file.parent not in folders:  # each folder once (a mkdir that finds it there costs the same)
+                file.parent.mkdir(parents=True, exist_ok=True)
+                folders.add(file.parent)
+            if role in self.restored:
+                continue
             existing = next((layer for r, layer in self.layers.items() if self.files[r] == file), None)
-            if existing is None:
-                if file.parent not in folders:  # each folder once (a mkdir that finds it there costs the same)
-                    file.parent.mkdir(parents=True, exist_ok=True)
-                    folders.add(file.parent)
-                existing = sdf.new_layer(str(file)) if role not in self.restored else \
-                    _scratch(file.suffix.lstrip("."))
-                if role != "geometry":
-                    existing.defaultPrim = root_name
-                    sdf.prim(existing, self.root, "Xform" if role == "base" else "",
-                             Sdf.SpecifierDef if role == "base" else Sdf.SpecifierOver)
-            self.layers[role] = existing
+            self.layers[role] = existing if existing is not None else self._new(role, sdf.new_layer(str(file)))
+
+    def _new(self, role: str, layer: Sdf.Layer) -> Sdf.Layer:
+        """``layer`` (new) as ``role``'s starts: the robot's root prim, the default prim (but geometry's)."""
+        if role != "geometry":
+            layer.defaultPrim = self.root.name
+            sdf.prim(layer, self.root, "Xform" if role == "base" else "",
+                     Sdf.SpecifierDef if role == "base" else Sdf.SpecifierOver)
+        return layer
 
     def authored(self, role: str) -> bool:
         """Whether ``role``'s layer is authored in this conversion (False: its bytes come from the cache)."""
         return role not in self.restored
 
     def layer(self, role: str) -> Sdf.Layer:
-        """The layer of a role."""
-        return self.layers[role]
+        """The layer of a role (a restored role's: a scratch layer, whose content is dropped)."""
+        layer = self.layers.get(role)
+        if layer is None:
+            layer = self.layers[role] = self._new(role, _scratch(self.files[role].suffix.lstrip(".")))
+        return layer
 
     def stage(self, role: str) -> Usd.Stage:
         """A Usd stage on ``role``'s layer (opened once, for callbacks that use the Usd API)."""
-        layer = self.layers[role]
+        layer = self.layer(role)
         key = layer.identifier
         if key not in self._stages:
             self._stages[key] = Usd.Stage.Open(layer, Usd.Stage.LoadNone)
@@ -78,11 +86,11 @@ class RobotLayers:
 
     def spec(self, role: str, path: Sdf.Path, type_name: str = "") -> Sdf.PrimSpec:
         """A ``def`` prim spec in ``role``'s layer."""
-        return sdf.prim(self.layers[role], path, type_name)
+        return sdf.prim(self.layer(role), path, type_name)
 
     def over(self, role: str, path: Sdf.Path) -> Sdf.PrimSpec:
         """An ``over`` in ``role``'s layer, or the spec already there (one layer in single-file mode)."""
-        return sdf.over(self.layers[role], path)
+        return sdf.over(self.layer(role), path)
 
     def reference(self, spec: Sdf.PrimSpec, from_role: str, to_role: str, target: Sdf.Path) -> None:
         """Reference ``target`` of ``to_role``'s layer from ``spec`` in ``from_role``'s layer."""
@@ -103,8 +111,10 @@ class RobotLayers:
         contents: files written with these bytes instead of their layer (a layer restored from the build
         cache; its ``Sdf.Layer`` was left empty)."""
         self._stages.clear()
-        self.layers["base"].GetPrimAtPath(self.root).SetInfo("assetInfo", {"name": name})
-        layers = {self.files[role]: layer for role, layer in self.layers.items()}  # one layer per file
+        if self.layers.get("base") is not None:  # a restored base layer's bytes hold it already
+            self.layers["base"].GetPrimAtPath(self.root).SetInfo("assetInfo", {"name": name})
+        # One layer per file (None: a restored role's, never asked for: its file is written from its bytes).
+        layers = {self.files[role]: self.layers.get(role) for role in self.files}
         contents = {**(contents or {}), **{self.files[role]: data for role, data in self.restored.items()}}
         if self.layered:
             layers[self.main_file] = self._interface(name)
