@@ -346,20 +346,7 @@ class Store:
     def _open_folder(self, parts: tuple[str, ...], create: bool = False) -> int:
         """A descriptor of the folder ``root/<parts…>``, each part opened without following a symbolic
         link (a link planted in a shared cache cannot send a read, write or removal elsewhere); made when
-        ``create``. The root itself is the user's choice and may be a link. Raises OSError.
-
-        Inside ``records_batched`` (one build, this thread) the top folder of ``parts`` (``objects``,
-        ``entries``, ``claims``), once opened so, stays open until the block ends and the rest is opened
-        from it: a rebuild opens a few dozen shard folders, and opening the root and its child each time
-        was four of five system calls per folder. The descriptor is the folder as it was opened (a link
-        planted in its place meanwhile is not followed either); the cache never removes those folders but in
-        ``clear``."""
-        held = getattr(self._batch, "folders", None)
-        if held is not None and len(parts) > 1:
-            top = held.get(parts[0])
-            if top is None:
-                top = held[parts[0]] = self._open_folder(parts[:1], create)
-            return self._open_below(top, parts[1:], create, close_first=False)
+        ``create``. The root itself is the user's choice and may be a link. Raises OSError."""
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
@@ -367,13 +354,6 @@ class Store:
                 raise
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
-        return self._open_below(fd, parts, create, close_first=True)
-
-    @staticmethod
-    def _open_below(fd: int, parts: tuple[str, ...], create: bool, close_first: bool) -> int:
-        """The descriptor of the folder ``<fd>/<parts…>``, opened as ``_open_folder`` says; ``fd`` is closed
-        when ``close_first`` (else left open: a held folder), every folder on the way is."""
-        first = fd
         try:
             for part in parts:
                 try:
@@ -386,12 +366,10 @@ class Store:
                     except FileExistsError:
                         pass
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                if fd != first or close_first:
-                    os.close(fd)
+                os.close(fd)
                 fd = child
         except BaseException:
-            if fd != first or close_first:
-                os.close(fd)
+            os.close(fd)
             raise
         return fd
 
@@ -759,18 +737,15 @@ class Store:
         """Within the block, ``record`` keeps its lines and they are appended in one write as the block ends:
         a cfg-only rebuild looks a dozen units up, and an open, write and close each cost it about 0.4 ms.
         Per thread (another thread's lookups are appended as they come); nested blocks write with the
-        outermost. Also holds the cache's top folders open for the block (``_open_folder``)."""
+        outermost."""
         if getattr(self._batch, "lines", None) is not None:
             yield
             return
         lines = self._batch.lines = []
-        folders = self._batch.folders = {}  # top folder → its descriptor, held (``_open_folder``)
         try:
             yield
         finally:
-            self._batch.lines = self._batch.folders = None
-            for fd in folders.values():
-                os.close(fd)
+            self._batch.lines = None
             if lines and self.writable:
                 self._append_records("".join(lines))
 

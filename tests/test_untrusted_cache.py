@@ -191,28 +191,6 @@ def test_a_cache_whose_folders_are_links_writes_nothing_through_them(tmp_path):
     assert converter.converted and list(outside.iterdir()) == []
 
 
-def test_a_top_folder_swapped_for_a_link_during_a_build_is_not_followed(tmp_path):
-    """Inside one build (``records_batched``) the cache's top folders stay open once opened: one replaced by a
-    link to a folder outside meanwhile sends no write there (the store goes on in the folder it opened) and
-    no read from there; the descriptors are closed as the build ends."""
-    store = Store(tmp_path / "cache")
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    open_before = len(os.listdir("/proc/self/fd"))
-    with store.records_batched():
-        first = store.put_entry("a" * 64, {"f.txt": b"first"})
-        for top in ("objects", "entries", "claims"):
-            (tmp_path / "cache" / top).rename(tmp_path / f"{top}-moved")
-            (tmp_path / "cache" / top).symlink_to(outside, target_is_directory=True)
-        second = store.put_entry("b" * 64, {"g.txt": b"second"})
-        assert store.get_entry("a" * 64).files == {"f.txt": b"first"}  # through the folders it opened
-        assert first and second and store.writable
-    assert list(outside.iterdir()) == []
-    assert (tmp_path / "objects-moved" / second["g.txt"][:2] / second["g.txt"]).read_bytes() == b"second"
-    assert len(os.listdir("/proc/self/fd")) == open_before
-    assert store.get_entry("a" * 64) is None and list(outside.iterdir()) == []  # after it: links not followed
-
-
 def test_a_dask_workers_artifact_naming_a_file_outside_writes_nothing(tmp_path):
     from usdforge.pipeline.distributed import _doit_side_store, _on_doit_side
     from usdforge.pipeline.kinds import cfg_class  # noqa: F401 - the cfg class is registered
