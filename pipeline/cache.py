@@ -82,28 +82,28 @@ class KnownFiles(Mapping[str, bytes]):
     build cache), which ``Store.put_entry`` need not read or hash when the store still holds the object."""
 
     def __init__(self, folder: Path, names: Iterable[str], known: dict[str, tuple[str, int]] | None = None,
-                 before_read: Callable[[str], Any] | None = None):
+                 given: Callable[[str], bytes | None] | None = None):
         self.folder = folder
         self._names = sorted(set(names))
         self._named = frozenset(self._names)
         self.known = {name: known[name] for name in self._names if known and name in known}
         self._read: dict[str, bytes] = {}
-        #: Called with a file's name before it is read (the pipeline checks an output left in place then).
-        self._before_read = before_read
+        #: A file's bytes as the build wrote them, or None to read it: the pipeline gives those of an output
+        #: left in place, which is a link to the output and may be written in place meanwhile.
+        self._given = given
 
     def __getitem__(self, name: str) -> bytes:
         if name not in self._read:
             if name not in self._named:
                 raise KeyError(name)
-            if self._before_read is not None:
-                self._before_read(name)
-            self._read[name] = (self.folder / name).read_bytes()
+            data = self._given(name) if self._given is not None else None
+            self._read[name] = data if data is not None else (self.folder / name).read_bytes()
         return self._read[name]
 
     def subset(self, names: Iterable[str]) -> "KnownFiles":
         """These files of ``names`` only (what is read is read once for both)."""
         part = KnownFiles(self.folder, [name for name in names if name in self._named], self.known,
-                          self._before_read)
+                          self._given)
         part._read = self._read
         return part
 

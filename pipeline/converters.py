@@ -268,11 +268,11 @@ class AssetConverterBase:
                 # Files restored as they are in the cache (verified when read) are not read or hashed again.
                 known = {name: object_ for name, object_ in verbatim.items()
                          if file_size(staging / name) == object_[1]}
-                # An output left in place is hashed again as it is read to be stored (the cache is given the
-                # bytes the build wrote), not before: one the store takes from its object is not read (the
-                # publish hashes each again all the same).
+                # An output left in place is not read to be stored: the cache is given the bytes the build
+                # wrote (the file is a link to the output, which may be written in place meanwhile; the
+                # publish hashes it again).
                 files = KnownFiles(staging, relative_names(written, staging), known,
-                                   lambda name: name in kept and still_kept(name, kept[name][3]))
+                                   lambda name: kept[name][2] if name in kept else None)
                 # A mesh's unit is kept only from a conversion that warned of nothing: a reuse skips the
                 # reading that would warn again.
                 store_units(store, units if self.kind != "mesh" or not warned else {}, unit_names, files, restored)

@@ -750,6 +750,54 @@ def test_an_output_left_in_place_is_hashed_before_storing_only_when_the_store_re
     assert fresh.restored and units(work / "fresh") == units(work / "cold")
 
 
+def test_an_output_left_in_place_is_stored_as_the_build_wrote_it_not_as_read(folder, monkeypatch):
+    """The store is given an output left in place as the build wrote it, never read from the file it
+    shares with the output: an editor writing it in place while the store runs, right after any check
+    found it unchanged, reaches neither the cache (a restore into a fresh folder equals a cold build) nor
+    the output (checked again and replaced as it is published). Here the physics layer, patched with the
+    gains the output holds already (kept) and stored, not taken from a cache object. The store used to
+    check it and then read it: the edit in between was stored."""
+    from usdforge.pipeline import converters
+    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
+
+    cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / "stored-as-built"
+    out = work / "out"
+    physics = out / ROBOT_LAYER_FILES["physics"]
+    warnings.simplefilter("ignore")
+    gains = attrs.evolve(cfg, joint_drive=JointDriveCfg(gains=PDGainsCfg(stiffness=1234.0, damping=56.0)))
+    for step in (cfg, gains):
+        converter_for("urdf")(attrs.evolve(step, usd_dir=str(out)), cache=Store(work / "cache"))
+    edited = attrs.evolve(gains, self_collision=True)  # the physics layer: the same patched bytes, kept
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
+    storing, edits = [], []
+    real_same, real_put = converters.same_small_file, Store.put_entry
+
+    def same_then_edit(path, sha, names=1):
+        same = real_same(path, sha, names)
+        if same and storing and Path(path).name == physics.name:  # checked while storing: edited right after
+            with open(path, "ab") as stream:
+                stream.write(b"# edited in place\n")
+            edits.append(path)
+        return same
+
+    def put(self, *args, **kwargs):
+        storing.append(True)
+        try:
+            return real_put(self, *args, **kwargs)
+        finally:
+            storing.clear()
+
+    monkeypatch.setattr(converters, "same_small_file", same_then_edit)
+    monkeypatch.setattr(Store, "put_entry", put)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
+    monkeypatch.setattr(converters, "same_small_file", real_same)
+    monkeypatch.setattr(Store, "put_entry", real_put)
+    assert physics.stat().st_nlink == 1 and units(out) == units(work / "cold")
+    fresh = converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "fresh")), cache=Store(work / "cache"))
+    assert fresh.restored and units(work / "fresh") == units(work / "cold"), edits
+
+
 def test_an_output_written_in_place_during_a_rebuild_reaches_neither_the_output_nor_the_cache(folder, monkeypatch):
     """An output left in place by a cfg-only rebuild shares its file with the rebuild's temporary folder
     until it is published: an editor writing it in place meanwhile (same name, same file) is seen when the
