@@ -26,8 +26,9 @@ flexes or skins (whose warnings need MuJoCo's own name lookup).
 On reuse the model is a ``SlimModel``: the stored arrays, and for anything not stored a compile of the
 same (parsed) spec on first use, so a field the authors read that is not in ``FIELDS`` costs time, never
 correctness. The bytes are untrusted input: ``decode`` accepts only known fields with MuJoCo's dtypes and
-dimensions, first dimensions equal to their element counts, counts bounded and equal to the spec's, and
-finite values within USD's float range; anything else is a miss (compiled afresh and stored again).
+dimensions, first dimensions equal to their element counts, counts bounded and equal to the spec's, arrays
+laid out one after another as ``encode`` writes them (each a view of one private copy: none shares a byte),
+and finite values within USD's float range; anything else is a miss (compiled afresh and stored again).
 """
 
 from __future__ import annotations
