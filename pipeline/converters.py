@@ -183,12 +183,13 @@ class AssetConverterBase:
 
         def keep(name: str, sha: str, staged: Path, data: bytes) -> bool:
             """Put the output ``name``, whose bytes ``data`` have the SHA-256 ``sha``, at ``staged`` as a hard
-            link of the file the previous build left, when that holds those bytes (hashed) and has no other
+            link of the file the previous build left, when that holds those bytes (compared with ``data``, which
+            the caller verified or hashed: no SHA-256 of the output) and has no other
             name: nothing written, and that file stays where it is (``unchanged``). False: the caller writes
             it."""
             if previous is None or previous.outputs.get(name) != sha or name == self._usd_file_name:
                 return False  # the main file may be saved again (provenance): never a link of the output
-            identity = link_same_small_file(self._usd_dir / name, sha, staged)
+            identity = link_same_small_file(self._usd_dir / name, sha, staged, data)
             if identity is not None:
                 kept[name] = identity, sha, data, staged
                 outputs[name] = sha  # the bytes written as that name, whether or not the cache stores them
@@ -196,11 +197,11 @@ class AssetConverterBase:
 
         def still_kept(name: str, path: Path) -> bool:
             """Whether the output ``name`` linked by ``keep`` is still that file at ``path`` (its output or
-            temporary name), with its two names and its bytes (hashed again: an editor may have written it
+            temporary name), with its two names and its bytes (compared again: an editor may have written it
             in place, or linked it elsewhere, meanwhile). If not, its temporary name is made a file of its
             own with the bytes the build wrote, so that the output is replaced as any other."""
             identity, sha, data, staged = kept[name]
-            if _same_file(path, identity) and same_small_file(path, sha, names=2):
+            if _same_file(path, identity) and same_small_file(path, sha, names=2, data=data):
                 return True
             del kept[name]
             staged.unlink(missing_ok=True)

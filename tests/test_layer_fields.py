@@ -722,7 +722,8 @@ def test_an_output_left_in_place_is_hashed_before_storing_only_when_the_store_re
     hashed: list[str] = []
     real_same = converters.same_small_file
     monkeypatch.setattr(converters, "same_small_file",
-                        lambda path, sha, names=1: (hashed.append(Path(path).name), real_same(path, sha, names))[1])
+                        lambda path, sha, names=1, data=None: (hashed.append(Path(path).name),
+                                                               real_same(path, sha, names, data))[1])
     edited = attrs.evolve(cfg, self_collision=True)
     converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
     assert hashed.count(base.name) == 1
@@ -773,8 +774,8 @@ def test_an_output_left_in_place_is_stored_as_the_build_wrote_it_not_as_read(fol
     storing, edits = [], []
     real_same, real_put = converters.same_small_file, Store.put_entry
 
-    def same_then_edit(path, sha, names=1):
-        same = real_same(path, sha, names)
+    def same_then_edit(path, sha, names=1, data=None):
+        same = real_same(path, sha, names, data)
         if same and storing and Path(path).name == physics.name:  # checked while storing: edited right after
             with open(path, "ab") as stream:
                 stream.write(b"# edited in place\n")
@@ -796,6 +797,47 @@ def test_an_output_left_in_place_is_stored_as_the_build_wrote_it_not_as_read(fol
     assert physics.stat().st_nlink == 1 and units(out) == units(work / "cold")
     fresh = converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "fresh")), cache=Store(work / "cache"))
     assert fresh.restored and units(work / "fresh") == units(work / "cold"), edits
+
+
+def test_an_output_is_left_in_place_by_comparing_it_with_the_restored_bytes_not_by_hashing_it(folder, monkeypatch):
+    """A restored layer the output holds is compared with the bytes the cache gave (verified there), not
+    hashed (``same_small_file``'s ``data``): no SHA-256 of the output. A one-byte change (same size) is seen
+    whether the sha alone would say the same or not: the file is not taken; in a rebuild, an output flipped
+    in place before it is replaced (a new file) and the result equals a cold build."""
+    from usdforge.pipeline import cache as cache_module
+
+    path = folder / "same.bin"
+    data = bytes(range(256)) * 64
+    path.write_bytes(data)
+    sha = cache_module.sha256_bytes(data)
+    hashed: list[int] = []
+    real_hash = cache_module.sha256_bytes
+    monkeypatch.setattr(cache_module, "sha256_bytes", lambda b: (hashed.append(len(b)), real_hash(b))[1])
+    assert cache_module.same_small_file(path, sha, data=data) and not hashed
+    flipped = bytearray(data)
+    flipped[1000] ^= 0x01
+    assert not cache_module.same_small_file(path, sha, data=bytes(flipped))  # the sha is the file's: bytes decide
+    assert not cache_module.link_same_small_file(path, sha, folder / "linked.bin", bytes(flipped))
+    assert not (folder / "linked.bin").exists() and path.stat().st_nlink == 1
+    assert cache_module.link_same_small_file(path, sha, folder / "linked.bin", data) is not None
+    assert path.stat().st_nlink == 2 and not hashed
+    monkeypatch.setattr(cache_module, "sha256_bytes", real_hash)
+
+    cfg = cfg_class("urdf")(asset_path=str(folder / "fx" / "layered.urdf.xacro"))
+    work = folder / "compared"
+    out = work / "out"
+    warnings.simplefilter("ignore")
+    converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache"))
+    edited = attrs.evolve(cfg, self_collision=True)
+    converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "cold")), cache=False)
+    base = out / ROBOT_LAYER_FILES["base"]
+    kept = base.stat().st_ino
+    changed = bytearray(base.read_bytes())
+    changed[len(changed) // 2] ^= 0x01
+    with open(base, "r+b") as stream:  # in place: the same file, size and name count
+        stream.write(bytes(changed))
+    rebuilt = converter_for("urdf")(attrs.evolve(edited, usd_dir=str(out)), cache=Store(work / "cache"))
+    assert not rebuilt.restored and base.stat().st_ino != kept and units(out) == units(work / "cold")
 
 
 def test_an_output_written_in_place_during_a_rebuild_reaches_neither_the_output_nor_the_cache(folder, monkeypatch):

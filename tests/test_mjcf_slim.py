@@ -213,7 +213,11 @@ def test_a_forged_slim_intermediate_is_rejected(built, compiles):
            forged(lambda h: h["sizes"].__setitem__("nbody", -7)),
            forged(lambda h: h["arrays"].pop()),                                     # a field missing
            forged(lambda h: h.__setitem__("format", 0)),
-           forged(lambda h: first(h, "opt.gravity").__setitem__(2, [2]))]            # a fixed size changed
+           forged(lambda h: first(h, "opt.gravity").__setitem__(2, [2])),            # a fixed size changed
+           # Arrays are views of one copy of the bytes: two spans sharing bytes (one array's writes would
+           # reach the other) or a gap is refused, the spans follow one another as ``encode`` lays them out.
+           forged(lambda h: h["arrays"][1].__setitem__(3, h["arrays"][0][3])),
+           forged(lambda h: h["arrays"][-1].__setitem__(3, h["arrays"][-1][3] + 1))]
     ids = entry("geom_bodyid")  # an index past the bodies: the authors would index past an array
     assert ids[1] == "<i4"
     past = bytearray(good)
@@ -222,6 +226,10 @@ def test_a_forged_slim_intermediate_is_rejected(built, compiles):
     for blob in bad:
         with pytest.raises(ValueError):
             slim.decode(blob)
+    held = slim.decode(good).arrays  # writable, each its own bytes (as copies were)
+    assert all(value.flags.writeable for value in held.values())
+    spans = sorted((value.__array_interface__["data"][0], value.nbytes) for value in held.values() if value.nbytes)
+    assert all(start + length <= following for (start, length), (following, _) in zip(spans, spans[1:]))
     # The small float arrays are checked together: the one not finite is still named; a float scalar too.
     with pytest.raises(ValueError, match="array body_mass not finite"):
         slim.decode(bytes(nan))

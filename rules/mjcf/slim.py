@@ -26,8 +26,9 @@ flexes or skins (whose warnings need MuJoCo's own name lookup).
 On reuse the model is a ``SlimModel``: the stored arrays, and for anything not stored a compile of the
 same (parsed) spec on first use, so a field the authors read that is not in ``FIELDS`` costs time, never
 correctness. The bytes are untrusted input: ``decode`` accepts only known fields with MuJoCo's dtypes and
-dimensions, first dimensions equal to their element counts, counts bounded and equal to the spec's, and
-finite values within USD's float range; anything else is a miss (compiled afresh and stored again).
+dimensions, first dimensions equal to their element counts, counts bounded and equal to the spec's, arrays
+laid out one after another as ``encode`` writes them (each a view of one private copy: none shares a byte),
+and finite values within USD's float range; anything else is a miss (compiled afresh and stored again).
 """
 
 from __future__ import annotations
@@ -274,7 +275,23 @@ def _array_rules() -> dict[str, _ArrayRule]:
             rules[name] = _ArrayRule(reference.dtype, reference.dtype.str, reference.ndim,
                                      int(reference.shape[-1]) if reference.ndim > 1 else 0,
                                      list(reference.shape) if count is None else None, count, _KEY_COLUMNS.get(name))
+            rule = rules[name]
+            if rule.count is not None and (rule.ndim > 2 or rule.ndim == 2 and not (rule.last or rule.columns)):
+                raise AssertionError(f"{name}: a shape _expected_shape cannot tell")  # a new MuJoCo field
     return rules
+
+
+def _expected_shape(rule: _ArrayRule, sizes: dict[str, int]) -> list[int]:
+    """The one shape an array of ``rule`` may have in a model of ``sizes``: its fixed shape, or its first
+    dimension the size ``rule.count`` and (two dimensions) its second the size ``rule.columns`` or its fixed
+    last one (every held array is one of these; ``_array_rules``). A size not held gives -1, which no
+    listed dimension equals."""
+    if rule.count is None:
+        return rule.shape  # type: ignore[return-value]
+    rows = sizes.get(rule.count, -1)
+    if rule.ndim == 1:
+        return [rows]
+    return [rows, sizes.get(rule.columns, -1) if rule.columns is not None else rule.last]
 
 
 def decode_meshes(blob: bytes, slim: Slim) -> dict[str, np.ndarray]:
@@ -316,32 +333,34 @@ def _decode(blob: bytes, expected: set[str]) -> Slim:
         if reference is None or isinstance(reference, np.ndarray) or type(value) is not type(reference) \
                 or (isinstance(value, float) and not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE):
             raise ValueError(f"scalar {name}")
-    body = memoryview(blob)[8 + size:]
+    # One private, writable copy of the arrays' bytes; each array a view of its own span of it. The spans
+    # must follow one another from 0 as ``_encoded`` lays them out: no two arrays share a byte.
+    body = bytearray(memoryview(blob)[8 + size:])
     arrays: dict[str, np.ndarray] = {}
     floats: dict[np.dtype, list[np.ndarray]] = {}
     if not isinstance(listed, list):
         raise ValueError("arrays")
-    rules = _array_rules()
+    rules, end = _array_rules(), 0
     for item in listed:
-        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str) and isinstance(item[1], str)
-                and isinstance(item[2], list) and all(type(d) is int and 0 <= d <= MAX_COUNT for d in item[2])
-                and type(item[3]) is int and item[3] >= 0):
+        if type(item) is not list or len(item) != 4:
             raise ValueError("array entry")
         name, dtype, shape, offset = item
-        rule = rules.get(name) if name in expected else None
-        if rule is None or name in arrays or dtype != rule.dtype_str or len(shape) != rule.ndim \
-                or (rule.last and shape[-1] != rule.last):
+        rule = rules.get(name) if type(name) is str and name in expected else None
+        if rule is None or name in arrays or dtype != rule.dtype_str:
             raise ValueError(f"array {name}")
-        if rule.count is None and shape != rule.shape:  # fixed size (opt.gravity, stat.center …)
-            raise ValueError(f"array {name}: shape {shape}")
-        if rule.count is not None and shape and shape[0] != sizes.get(rule.count, len(blob)):
-            raise ValueError(f"array {name}: {shape[0]} rows, {rule.count} = {sizes.get(rule.count)}")
-        if rule.columns is not None and shape[-1] != sizes[rule.columns]:  # a keyframe's qpos/qvel/ctrl row
-            raise ValueError(f"array {name}: {shape[-1]} columns, {rule.columns} = {sizes[rule.columns]}")
-        elements = math.prod(shape)  # exact: no int64 wrap-around of a forged shape
-        if offset + elements * rule.dtype.itemsize > len(body):
+        if type(offset) is not int or offset != end:
+            raise ValueError(f"array {name} at {offset}, not {end}")
+        # Its whole shape follows from its rule and the sizes (``_expected_shape``); the listed one must
+        # equal it, and the array is made with ours (ints, whatever numbers the header holds).
+        wanted = _expected_shape(rule, sizes)
+        if shape != wanted or not 0 <= min(wanted, default=0) <= max(wanted, default=0) <= MAX_COUNT:
+            raise ValueError(f"array {name}: shape {shape}, not {wanted}")
+        end = offset + math.prod(wanted) * rule.dtype.itemsize  # exact: no int64 wrap-around
+        if end > len(body):
             raise ValueError(f"array {name} out of bounds")
-        value = np.frombuffer(body, rule.dtype, elements, offset).reshape(shape).copy()
+        value = np.ndarray(wanted, rule.dtype, body, offset)
+        if not value.flags.aligned:  # after the name table's odd length: a copy of its own, aligned
+            value = value.copy()
         if value.dtype.kind == "f" and value.size > 4096 and not _finite(value):  # a mesh's: not copied again
             raise ValueError(f"array {name} not finite")
         if value.dtype.kind == "f" and 0 < value.size <= 4096:
@@ -390,11 +409,11 @@ def _check_indices(arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> None
     indexes, and every other integer array named as an id, address or count lies in [-1, the largest
     size]; ``_check_typed_ids`` bounds those whose target depends on a type and that the authors index (a
     geom's mesh, an actuator's target)."""
-    for name, size in _INDICES.items():
-        values = arrays.get(name)
-        if values is not None and values.size and size in sizes and \
-                (values.min() < -1 or values.max() >= sizes[size]):
-            raise ValueError(f"{name} outside {size} = {sizes[size]}")
+    bounded = [(name, arrays[name], -1, sizes[size] - 1) for name, size in _INDICES.items()
+               if name in arrays and size in sizes]
+    name = _first_outside(bounded)
+    if name is not None:
+        raise ValueError(f"{name} outside {_INDICES[name]} = {sizes[_INDICES[name]]}")
     for (address, count), size in _SPANS.items():
         starts, counts = arrays.get(address), arrays.get(count)
         if starts is None or counts is None or size not in sizes or not counts.size:
@@ -404,10 +423,30 @@ def _check_indices(arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> None
                 (starts[used].astype(np.int64) + counts[used] > sizes[size]).any():
             raise ValueError(f"{address}/{count} outside {size} = {sizes[size]}")
     largest = max(sizes.values(), default=0)
-    for name, values in arrays.items():
-        if values.dtype.kind == "i" and values.size and name.endswith(("id", "adr", "num")) and \
-                (values.min() < -1 or values.max() > largest):
-            raise ValueError(f"{name} out of range")
+    name = _first_outside([(name, values, -1, largest) for name, values in arrays.items()
+                           if values.dtype.kind == "i" and name.endswith(("id", "adr", "num"))])
+    if name is not None:
+        raise ValueError(f"{name} out of range")
+
+
+def _first_outside(bounds: list[tuple[str, np.ndarray, int, int]]) -> str | None:
+    """The name of the first (name, values, lowest, highest) whose values do not all lie in [lowest,
+    highest], or None. Integer arrays are bounded together, by one minimum and one maximum per array from
+    two reductions over all of them (skydio_x2 holds 75 small index arrays: two NumPy calls each were a
+    sixth of its decode); other arrays one by one."""
+    checked = [(name, values, lowest, highest) for name, values, lowest, highest in bounds if values.size]
+    whole = [item for item in checked if item[1].dtype.kind == "i"]
+    for name, values, lowest, highest in checked:
+        if values.dtype.kind != "i" and (values.min() < lowest or values.max() > highest):
+            return name
+    if not whole:
+        return None
+    flat = [values.ravel() for _, values, _, _ in whole]
+    starts = np.cumsum([0, *(values.size for values in flat[:-1])])
+    joined = np.concatenate(flat, dtype=np.int64)
+    outside = (np.minimum.reduceat(joined, starts) < np.array([item[2] for item in whole], dtype=np.int64)) | \
+              (np.maximum.reduceat(joined, starts) > np.array([item[3] for item in whole], dtype=np.int64))
+    return whole[int(np.argmax(outside))][0] if outside.any() else None
 
 
 #: Actuator transmission type → the size of what its first id indexes (joint, joint in parent, slider-crank's

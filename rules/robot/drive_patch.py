@@ -307,14 +307,16 @@ def patched_text(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[
 def _value_texts(values: list[tuple[Sdf.ValueTypeName, Any, bool]]) -> list[str]:
     """How Sdf writes each value (type, value, uniform) in a usda attribute line: read from one small layer
     holding each distinct value once, so that every number is written by Sdf's own formatting."""
+    # Each value's key made once (a Vt array's repr: 3 µs; MJCF's mujoco layer patches a dozen of them).
+    keys = [(str(type_name), repr(value)) for type_name, value, _ in values]
     distinct: dict[tuple[str, str], int] = {}
-    for type_name, value, _ in values:
-        distinct.setdefault((str(type_name), repr(value)), len(distinct))
+    for key in keys:
+        distinct.setdefault(key, len(distinct))
     layer = Sdf.Layer.CreateAnonymous("values.usda")
     spec = Sdf.PrimSpec(layer, "v", Sdf.SpecifierDef)
     done = set()
-    for type_name, value, _ in values:
-        number = distinct[(str(type_name), repr(value))]
+    for key, (type_name, value, _) in zip(keys, values):
+        number = distinct[key]
         if number not in done:
             done.add(number)
             Sdf.AttributeSpec(spec, f"v{number}", type_name).default = value
@@ -323,4 +325,4 @@ def _value_texts(values: list[tuple[Sdf.ValueTypeName, Any, bool]]) -> list[str]
         match = _ATTRIBUTE.match(line)
         if match is not None and match.group(3).startswith("v"):
             found[int(match.group(3)[1:])] = match.group(4)
-    return [found[distinct[(str(type_name), repr(value))]] for type_name, value, _ in values]
+    return [found[distinct[key]] for key in keys]
