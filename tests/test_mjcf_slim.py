@@ -243,6 +243,39 @@ def test_a_forged_slim_intermediate_is_rejected(built, compiles):
     assert slim.decode(Store(built["root"] / "cache").get_entry(built["key"]).files["slim.bin"])
 
 
+def test_forged_textures_trailing_bytes_and_wide_int_scalars_are_refused():
+    """A texture whose width × height × channels wraps around in int64 (each huge), or whose channel count
+    no image has (texture_png's KeyError, then a traceback), bytes after the last array, and an integer
+    scalar wider than MuJoCo's C int were accepted; each is refused (the model is compiled instead)."""
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><asset><texture name="t" type="2d" builtin="checker" width="8" height="8" rgb1="1 0 0" '
+        'rgb2="0 1 0"/><material name="m" texture="t"/></asset><worldbody><body><joint type="hinge"/>'
+        '<geom size=".1" material="m" mass="1"/></body></worldbody></mujoco>')
+    data = mujoco.MjData(model)
+    good = slim.encode(model, data, [])
+    slim.decode(good)
+    integer = next(name for name, value in json.loads(good[8:8 + int.from_bytes(good[:8], "little")])["scalars"].items()
+                   if type(value) is int)
+
+    def textured(width: int, height: int, channels: int) -> bytes:
+        def edit(sizes, arrays):
+            arrays["tex_width"][:], arrays["tex_height"][:], arrays["tex_nchannel"][:] = width, height, channels
+        return _reencoded(good, edit)
+
+    def scalar(value: int) -> bytes:
+        size = int.from_bytes(good[:8], "little")
+        header = json.loads(good[8:8 + size])
+        header["scalars"][integer] = value
+        text = json.dumps(header).encode()
+        return len(text).to_bytes(8, "little") + text + good[8 + size:]
+
+    slim.decode(textured(8, 8, 3))  # re-encoded as it was: accepted
+    for blob in (textured(2 ** 21, 2 ** 21, 2 ** 22), textured(8, 8, 2), good + b"\0" * 64, scalar(1 << 80),
+                 scalar(-(1 << 31) - 1)):
+        with pytest.raises(ValueError):
+            slim.decode(blob)
+
+
 def _reencoded(blob: bytes, edit) -> bytes:
     """``blob`` (a slim intermediate's or its meshes' bytes) with ``edit(sizes, arrays)`` applied, written
     back consistently (header offsets and sizes agree): what a forger who knows the format writes."""

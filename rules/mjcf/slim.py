@@ -57,6 +57,8 @@ _MESH_FILE = "slim-meshes.bin"
 MAX_BYTES = 1 << 30
 #: The largest array dimension accepted.
 MAX_COUNT = 1 << 28
+#: Channels of a texture's texels that ``rules.mjcf.geoms.texture_png`` writes as an image (L, RGB, RGBA).
+_TEXTURE_CHANNELS = (1, 3, 4)
 #: The largest size field accepted (``nbuffer``, the model's memory, included; ``njmax`` may be -1).
 MAX_SIZE = 1 << 40
 
@@ -331,7 +333,8 @@ def _decode(blob: bytes, expected: set[str]) -> Slim:
         reference = _reference_value(name) if name in expected else None
         # A float's bound compared in Python (as ``_finite`` compares in float64: NaN fails both).
         if reference is None or isinstance(reference, np.ndarray) or type(value) is not type(reference) \
-                or (isinstance(value, float) and not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE):
+                or (isinstance(value, float) and not -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE) \
+                or (type(value) is int and not -(1 << 31) <= value < (1 << 31)):  # MuJoCo's are C ints
             raise ValueError(f"scalar {name}")
     # One private, writable copy of the arrays' bytes; each array a view of its own span of it. The spans
     # must follow one another from 0 as ``_encoded`` lays them out: no two arrays share a byte.
@@ -366,6 +369,8 @@ def _decode(blob: bytes, expected: set[str]) -> Slim:
         if value.dtype.kind == "f" and 0 < value.size <= 4096:
             floats.setdefault(value.dtype, []).append(value.ravel())
         arrays[name] = value
+    if end != len(body):  # bytes after the last array: not what ``_encoded`` writes
+        raise ValueError(f"{len(body) - end} bytes after the arrays")
     # The small float arrays checked at once per type (two reductions, not two per array); the first one
     # not finite named, as before.
     for group in floats.values():
@@ -482,7 +487,12 @@ def _check_typed_ids(arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> No
     starts = arrays.get("tex_adr")
     if starts is not None and starts.size:
         texels = [arrays[name].astype(np.int64) for name in ("tex_width", "tex_height", "tex_nchannel")]
-        if min(values.min() for values in texels) < 0 or starts.min() < 0 or \
+        # Each dimension bounded first (a channel count is one an image has): their product cannot wrap
+        # around in int64, and texture_png reads each texture as an image of that many channels.
+        if not np.isin(texels[2], _TEXTURE_CHANNELS).all() or \
+                min(values.min() for values in texels) < 0 or max(values.max() for values in texels) > MAX_COUNT:
+            raise ValueError("tex_width/tex_height/tex_nchannel outside what a texture holds")
+        if starts.min() < 0 or \
                 (starts.astype(np.int64) + texels[0] * texels[1] * texels[2] > sizes.get("ntexdata", 0)).any():
             raise ValueError("tex_adr/tex_width/tex_height outside ntexdata")
 
