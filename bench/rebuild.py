@@ -23,7 +23,9 @@ restore) / cold: even a rebuild that re-authored only the layers an edit touches
 ``compile``, the part of ``read`` spent in MuJoCo's compile (``MjSpec.compile``, MJCF): what a cached,
 cfg-independent MJCF intermediate without mesh arrays would save. Every rebuilt or restored output is checked byte for byte against a conversion of the
 same inputs with the cache off (the sidecar ``*.usdforge.toml`` aside: it names its own folder). Targets
-on the median: cfg-only ≤ 20 % of cold, restore ≤ 5 % of cold.
+on the median: cfg-only ≤ 20 % of cold, restore ≤ 5 % of cold. Last, what creating a new file cost on this
+disk before and after the runs (``bench/convert.py``'s ``file_creation_us``): rebuilds and cold conversions
+create files, and where that cost swings so do the small models' ratios.
 """
 
 from __future__ import annotations
@@ -199,6 +201,10 @@ def main() -> None:
     warnings.simplefilter("ignore")
     entries = corpus(args.names)
     rows = []
+    sys.path.insert(0, str(Path(__file__).parent))
+    from convert import file_creation_us  # bench/convert.py's probe of this disk
+
+    file_cost = [file_creation_us()]
     with tempfile.TemporaryDirectory(prefix="usdforge-rebuild-") as scratch:
         # Imports (pxr, mujoco; trimesh and pycollada through r2d2's COLLADA meshes) paid before timing:
         # otherwise the first model with mesh files carries them in its cold figure.
@@ -242,6 +248,10 @@ def main() -> None:
     print(f"worst edit of a model with cold >= 50 ms: {100 * worst:.0f} % of cold (target <= 30 %)")
     print(f"floor (read + restore) of any cfg-only rebuild that reads its source: median "
           f"{100 * floor_ratio:.0f} % of cold")
+    # A rebuild creates 13-17 files and folders, a cold conversion more: where creating one swings (50 to
+    # 800 µs on the project's machine, hour by hour) so do the small models' ratios.
+    file_cost.append(file_creation_us())
+    print(f"a new file cost {file_cost[0]:.0f} µs before the runs, {file_cost[1]:.0f} µs after")
 
 
 if __name__ == "__main__":
