@@ -5,7 +5,8 @@ from __future__ import annotations
 import attrs
 
 from usdforge.schemas.physics import CollisionBaseCfg, MassPropertiesCfg, MeshCollisionBaseCfg, RigidBodyBaseCfg
-from usdforge.schemas.validators import file_name_or_none, finite_vector, folder_list, non_zero_scale, tuple_of_floats, unit_quaternion
+from usdforge.schemas.validators import (file_name_or_none, finite_vector, folder_list, non_zero_scale,
+                                        tuple_of_floats, unit_quaternion)
 
 #: Isaac Lab's robot ``collision_type`` values → the ``physics:approximation`` token of mesh colliders.
 COLLISION_TYPES = {

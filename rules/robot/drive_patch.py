@@ -260,7 +260,7 @@ def patched_text(data: bytes, wanted: dict[Sdf.Path, Wanted], patched: Callable[
             # it holds a space), told before matching: most lines of a prim to patch are other attributes.
             head, equals, _ = line.partition(" = ")
             name = head.rpartition(" ")[2]
-            if equals and (name == "physics:approximation" or (in_wanted is not None and patched(name))) \
+            if (equals and (name == "physics:approximation" or (in_wanted is not None and patched(name)))) \
                     or " physics:approximation " in line:
                 match = _ATTRIBUTE.match(line)
                 if match is not None:
