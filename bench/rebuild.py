@@ -106,7 +106,8 @@ def convert(cfg, usd_dir: Path, cache):
 
 #: The functions that read a source into the robot model, by converter module (what ``read`` times).
 READERS = {"usdforge.rules.urdf.convert": ("robot_from_urdf",),
-           "usdforge.rules.mjcf.convert": ("slim_or_compiled", "read_bodies", "read_geoms", "apply_drives")}
+           "usdforge.rules.mjcf.convert": ("slim_or_compiled",),
+           "usdforge.rules.mjcf.author": ("read_bodies", "read_geoms", "apply_drives")}
 
 
 @contextmanager

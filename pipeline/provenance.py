@@ -33,7 +33,7 @@ def provenance_on_save(usd_file: Path, record: dict[str, str]) -> Iterator[set[s
     ``RobotLayers.save``) records ``record`` in it as it saves (a text layer: the bytes ``stamp_provenance``
     would give; a crate layer: written once, not saved a second time). Yields a set holding the file's real
     path once that happened (else ``stamp_provenance`` is still needed)."""
-    from usdforge.rules.usd.stage import custom_data_on_save
+    from usdforge.rules.usd.on_save import custom_data_on_save
 
     with custom_data_on_save(usd_file, PROVENANCE_KEY, dict(sorted(record.items()))) as done:
         yield done

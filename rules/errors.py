@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any, Callable
 
 
 def located_message(file: str | Path, problem: str, element: str | None = None, line: int | None = None) -> str:
@@ -47,3 +49,34 @@ class MissingFiles(ConversionError):
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
+
+
+class NonFiniteOutput(ConversionError):
+    """A layer about to be written holds a non-finite value; ``element`` is ``prim.attribute``
+    (``rules.usd.finite``)."""
+
+
+def names_the_asset(convert: Callable[[Any, Path], list[Path]]) -> Callable[[Any, Path], list[Path]]:
+    """A rule's ``convert(cfg, out_dir)`` whose failures on bad input all name the asset
+    (``cfg.asset_path``): the non-finite guard, text that is not UTF-8 (a MuJoCo path attribute), a
+    linear-algebra failure on degenerate numbers. NumPy's floating-point warnings are not shown: their
+    results are checked (inputs here, outputs by ``check_layer_finite``), and the user sees no line
+    without a file."""
+
+    @functools.wraps(convert)
+    def wrapper(cfg: Any, out_dir: Path) -> list[Path]:
+        import numpy as np  # here: this module is imported where NumPy is not (the CLI's start)
+
+        try:
+            with np.errstate(all="ignore"):
+                return convert(cfg, out_dir)
+        except NonFiniteOutput as exc:
+            raise ConversionError(cfg.asset_path, exc.problem, exc.element) from None
+        except UnicodeDecodeError as exc:
+            raise ConversionError(cfg.asset_path, f"text that is not valid UTF-8 ({exc.reason} at byte "
+                                                  f"{exc.start}: {exc.object[exc.start:exc.start + 8]!r})") from None
+        except np.linalg.LinAlgError as exc:
+            raise ConversionError(cfg.asset_path, f"degenerate numbers: {exc} (an inertia or transform that is "
+                                                  "not a valid matrix)") from None
+
+    return wrapper

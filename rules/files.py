@@ -211,6 +211,12 @@ class _TextureCheck:
             self._thread.start()
 
     def _decode(self) -> None:
+        from usdforge.rules.native_loads import NATIVE_LOADS
+
+        with NATIVE_LOADS:  # Pillow's plugins and zlib-ng load here, never beside a pxr load (see there)
+            self._decode_all()
+
+    def _decode_all(self) -> None:
         try:
             self._problems = _decode_within_budget(self._prepared.to_decode, self._prepared.headers,
                                                    self._abandoned)

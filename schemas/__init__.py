@@ -18,15 +18,20 @@ from usdforge.schemas.mjcf_cfg import MjcfConverterCfg
 from usdforge.schemas.urdf_cfg import UrdfConverterCfg
 from usdforge.schemas.physics import (DRIVE_TYPES, MIN_DRIVE_STIFFNESS, PROPERTY_GROUP_BASES, ArticulationRootBaseCfg,
                              JointDriveBaseCfg, RigidBodyMaterialBaseCfg)
-from usdforge.schemas.physx import (PHYSX_MESH_APPROXIMATIONS, PhysxArticulationRootPropertiesCfg, PhysxCollisionPropertiesCfg,
-                           PhysxConvexDecompositionPropertiesCfg, PhysxConvexHullPropertiesCfg,
-                           PhysxJointDrivePropertiesCfg, PhysxRigidBodyMaterialCfg, PhysxRigidBodyPropertiesCfg,
-                           PhysxSDFMeshPropertiesCfg, PhysxTriangleMeshPropertiesCfg,
-                           PhysxTriangleMeshSimplificationPropertiesCfg)
-from usdforge.schemas.newton import (NewtonArticulationRootPropertiesCfg, NewtonCollisionPropertiesCfg,
-                            NewtonJointDrivePropertiesCfg, NewtonMaterialPropertiesCfg,
-                            NewtonMeshCollisionPropertiesCfg, NewtonRigidBodyPropertiesCfg)
-from usdforge.schemas.mujoco import MujocoJointDrivePropertiesCfg, MujocoRigidBodyPropertiesCfg
+#: Names served from the backends' cfg modules on first use (name → module): a conversion whose cfg holds
+#: no PhysX, Newton or MuJoCo property group never builds those ~20 classes (``schemas.serialization``
+#: lists a group's classes when a table of it is first read).
+_BACKEND_EXPORTS = {
+    **dict.fromkeys(("PHYSX_MESH_APPROXIMATIONS", "PhysxArticulationRootPropertiesCfg", "PhysxCollisionPropertiesCfg",
+                     "PhysxConvexDecompositionPropertiesCfg", "PhysxConvexHullPropertiesCfg",
+                     "PhysxJointDrivePropertiesCfg", "PhysxRigidBodyMaterialCfg", "PhysxRigidBodyPropertiesCfg",
+                     "PhysxSDFMeshPropertiesCfg", "PhysxTriangleMeshPropertiesCfg",
+                     "PhysxTriangleMeshSimplificationPropertiesCfg"), "physx"),
+    **dict.fromkeys(("NewtonArticulationRootPropertiesCfg", "NewtonCollisionPropertiesCfg",
+                     "NewtonJointDrivePropertiesCfg", "NewtonMaterialPropertiesCfg",
+                     "NewtonMeshCollisionPropertiesCfg", "NewtonRigidBodyPropertiesCfg"), "newton"),
+    **dict.fromkeys(("MujocoJointDrivePropertiesCfg", "MujocoRigidBodyPropertiesCfg"), "mujoco"),
+}
 
 #: Names served from schemas.writer on first use, so that ``import schemas`` does not import pxr.
 _WRITER_EXPORTS = (
@@ -42,12 +47,14 @@ _WRITER_EXPORTS = (
 #: The public names: the cfg classes, converter and digest above, and the writer's functions.
 __all__ = sorted([name for name, value in list(globals().items())
                   if not name.startswith("_") and not isinstance(value, type(importlib))]
-                 + list(_WRITER_EXPORTS) + ["converter"])
+                 + list(_BACKEND_EXPORTS) + list(_WRITER_EXPORTS) + ["converter"])
 
 
 def __getattr__(name):
     if name == "converter":  # built on first use (schemas.serialization)
         return get_converter()
+    if name in _BACKEND_EXPORTS:
+        return getattr(importlib.import_module(f"usdforge.schemas.{_BACKEND_EXPORTS[name]}"), name)
     if name in _WRITER_EXPORTS:
         from usdforge.schemas import writer
 

@@ -33,16 +33,18 @@ class ConfigError(ValueError):
 
 
 def _property_group_bases() -> list[type]:
-    """Base classes whose fields accept any subclass (the physics property groups).
-
-    The backend modules are imported here, before the groups' trees are listed: a group accepts the
-    subclasses that exist when the converter is built, so every cfg module must be loaded by then.
-    """
-    from usdforge.schemas import mujoco, newton, physics, physx  # noqa: F401 - imported for their subclasses
+    """Base classes whose fields accept any subclass (the physics property groups)."""
+    from usdforge.schemas import physics
 
     bases = list(physics.PROPERTY_GROUP_BASES)
     bases += [b for b in getattr(physics, "EXTRA_PROPERTY_GROUPS", ()) if b not in bases]
     return bases
+
+
+def _import_backends() -> None:
+    """Load the backends' cfg modules, whose classes join the groups: done before a group's classes are
+    listed (``_include_property_groups``), so that every cfg module is loaded by then."""
+    from usdforge.schemas import mujoco, newton, physx  # noqa: F401 - imported for their subclasses
 
 
 class UnknownClassError(ValueError):
@@ -159,18 +161,31 @@ def _include_property_groups(conv: cattrs.Converter, bases: list[type]) -> None:
     What cattrs' ``include_subclasses`` strategy would do, but lazily: the code of a class's own hooks is
     generated the first time a cfg of that class is (un)structured, not for all ~30 classes up front (that,
     and the full garbage collection ``include_subclasses`` runs per group, was most of the converter's
-    build time, paid by every one-off ``usdforge convert``). The trees are listed now, so which subclasses
-    a group accepts is fixed when the converter is built, as before. (No garbage collection is needed
-    before listing: cfg classes are not slotted, so attrs leaves no replaced class behind.)
+    build time, paid by every one-off ``usdforge convert``). The trees are listed when a class of a group
+    is first (un)structured, after the backends' cfg modules are loaded (``_import_backends``): a cfg that
+    holds no property group loads none of them; which subclasses a group accepts is fixed from then on.
+    (No garbage collection is needed before listing: cfg classes are not slotted, so attrs leaves no
+    replaced class behind.)
     """
-    trees: dict[type, tuple[type, ...]] = {}
-    tagged_output: set[type] = set()  # unstructured with ``type``: the classes of groups of several classes
-    for base in bases:
-        group = _subclass_tree(base)
-        for cls in group:
-            trees[cls] = tuple(_subclass_tree(cls))
-        if len(group) > 1:
-            tagged_output.update(group)
+    groups = tuple(bases)
+    listed: dict[str, Any] = {}
+
+    def listing() -> dict[str, Any]:
+        """{"trees": class → its subtree, "tagged": the classes of groups of several classes (unstructured
+        with ``type``)}, listed on first use, after the backends' modules are loaded."""
+        if not listed:
+            _import_backends()
+            trees: dict[type, tuple[type, ...]] = {}
+            tagged_output: set[type] = set()
+            for base in groups:
+                group = _subclass_tree(base)
+                for cls in group:
+                    trees[cls] = tuple(_subclass_tree(cls))
+                if len(group) > 1:
+                    tagged_output.update(group)
+            listed.update(trees=trees, tagged=tagged_output)
+        return listed
+
     own_structure: dict[type, Any] = {}
     own_unstructure: dict[type, Any] = {}
     tagged: dict[type, Any] = {}
@@ -182,24 +197,32 @@ def _include_property_groups(conv: cattrs.Converter, bases: list[type]) -> None:
 
     def unstructure_of(cls: type) -> Any:
         if cls not in own_unstructure:
-            own_unstructure[cls] = (conv.gen_unstructure_attrs_fromdict(cls) if cls in trees
-                                    else conv.get_unstructure_hook(cls))
+            own_unstructure[cls] = conv.gen_unstructure_attrs_fromdict(cls)
         return own_unstructure[cls]
 
+    def in_group(tp: Any) -> bool:  # no listing (no backend import) for the classes of no group
+        return isinstance(tp, type) and issubclass(tp, groups)
+
     def in_tree(tp: Any) -> bool:
-        return isinstance(tp, type) and tp in trees
+        return in_group(tp) and tp in listing()["trees"]
 
     def structure(value: Any, tp: type) -> Any:
         if tp not in tagged:
-            tagged[tp] = _tagged_hooks(trees[tp], structure_of)
+            tagged[tp] = _tagged_hooks(listing()["trees"][tp], structure_of)
         return tagged[tp](value, tp)
 
     def unstructure(obj: Any) -> dict[str, Any]:
+        # Decided by the object's class (listing the groups only when a cfg holds one): ``type`` first for
+        # a class of a group of several classes (also one made after the groups were listed), else the
+        # class's own fields.
         cls = obj.__class__
-        return {"type": cls.__name__, **{k: v for k, v in unstructure_of(cls)(obj).items() if k != "type"}}
+        fields = unstructure_of(cls)(obj)
+        if not any(issubclass(cls, base) and base in listing()["tagged"] for base in groups):
+            return fields
+        return {"type": cls.__name__, **{k: v for k, v in fields.items() if k != "type"}}
 
     conv.register_structure_hook_func(in_tree, structure)
-    conv.register_unstructure_hook_func(lambda tp: isinstance(tp, type) and tp in tagged_output, unstructure)
+    conv.register_unstructure_hook_func(in_group, unstructure)
 
 
 _converter: cattrs.Converter | None = None

@@ -60,6 +60,28 @@ def test_cli_conversion_of_a_urdf_without_meshes_imports_neither_trimesh_nor_muj
     unneeded = {"trimesh", "scipy", "mujoco", "jax", "importlib.metadata", "email", "csv", "cattrs.strategies",
                 "tomllib", "subprocess", "socket", "uuid"}
     assert not modules & unneeded, sorted(modules & unneeded)
+    # The robot is written through Sdf and its Isaac Lab cfg read through pxr.Usd alone: the Python modules
+    # of UsdGeom, UsdPhysics and UsdShade cost about 40 ms of a one-off conversion. A cfg with no PhysX,
+    # Newton or MuJoCo property group builds none of those cfg classes either.
+    usd_modules = {"pxr.UsdGeom", "pxr.UsdPhysics", "pxr.UsdShade", "pxr.UsdLux"}
+    backends = {"usdforge.schemas.physx", "usdforge.schemas.newton", "usdforge.schemas.mujoco",
+                "usdforge.schemas.writer"}
+    assert "pxr.Usd" in modules and not modules & (usd_modules | backends), sorted(modules & (usd_modules | backends))
+
+
+def test_a_property_group_table_loads_the_backends_it_may_name(tmp_path):
+    # The backends' cfg modules load when a group's table is first read, so a table naming a PhysX class
+    # finds it, and a cfg's (un)structuring without one loads none of them.
+    code = ("import sys\n"
+            "from usdforge.schemas import MeshConverterCfg, cfg_from_toml, cfg_to_toml\n"
+            "text = cfg_to_toml(MeshConverterCfg(asset_path='a.obj'))\n"
+            "assert 'usdforge.schemas.physx' not in sys.modules\n"
+            "cfg = cfg_from_toml(text + '\\n[collision_props]\\ntype = \"PhysxCollisionPropertiesCfg\"\\n"
+            "contact_offset = 0.02\\n', MeshConverterCfg)\n"
+            "assert type(cfg.collision_props).__name__ == 'PhysxCollisionPropertiesCfg', cfg.collision_props\n"
+            "assert 'type = \"PhysxCollisionPropertiesCfg\"' in cfg_to_toml(cfg)\n")
+    modules = imported_after(code, tmp_path, full=True)
+    assert "usdforge.schemas.physx" in modules
 
 
 def test_cli_conversion_of_a_mesh_file_reads_it_with_trimesh(tmp_path):
@@ -135,3 +157,17 @@ def test_a_mesh_conversion_whose_meshes_layer_comes_from_the_cache_imports_no_tr
             if json.loads(line)["kind"] == "layer:meshes"]
     assert hits == [False, True] and (tmp_path / "b" / "Props" / "b_meshes.usd").is_file()
     assert not again & set(NOT_FOR_ASSIMP_MESHES), sorted(again & set(NOT_FOR_ASSIMP_MESHES))
+
+
+def test_an_mjcf_model_with_textures_converts_while_the_usd_libraries_load_beside_its_compile(tmp_path, shared_dir):
+    # agility_cassie: its textures are decoded on a thread (Pillow, zlib-ng: native modules) while the USD
+    # libraries load on another beside MuJoCo's compile; without ``rules.native_loads`` the two threads
+    # could wait for each other for ever (it hung once in eight conversions here). Fresh processes, timed.
+    source = shared_dir / "corpus" / "mjcf" / "agility_cassie" / "cassie.xml"
+    for attempt in range(3):
+        out = tmp_path / f"out{attempt}"
+        done = subprocess.run([sys.executable, "-m", "usdforge.pipeline.cli", "convert", "-q", str(source), str(out),
+                               "--cache", str(tmp_path / f"cache{attempt}")],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert (out / "cassie.usd").is_file()

@@ -332,3 +332,31 @@ def test_ids_past_their_own_target_and_files_outside_the_roots_are_refused(built
     rebuilt, cold, store = _rebuild(built, "outside", self_collision=True)
     assert rebuilt == cold and compiles and _hits(store, "mjcf-slim") == 0
     assert b"not for the output" not in b"".join(rebuilt.values())
+
+
+def test_the_compile_runs_its_alongside_work_on_a_thread_and_joins_it(tmp_path):
+    """``compile_repaired(..., alongside)``: the work (a one-off conversion's USD imports) runs on another
+    thread while MuJoCo compiles, is finished when the compile returns, runs once however many repairs,
+    and its failure is not the compile's (the caller meets it when it does the work itself)."""
+    import threading
+
+    import mujoco
+
+    from usdforge.rules.mjcf.load import compile_repaired
+
+    model = tmp_path / "m.xml"
+    model.write_text('<mujoco><worldbody><body><freejoint/><geom size="0.1"/></body></worldbody></mujoco>')
+    threads: list[str] = []
+
+    def work() -> None:
+        threads.append(threading.current_thread().name)
+
+    loaded = compile_repaired(model, mujoco.MjSpec.from_file(str(model)), work)
+    assert loaded.model.nbody == 2 and len(threads) == 1 and threads[0] != threading.current_thread().name
+
+    def failing() -> None:
+        threads.append("failed")
+        raise ImportError("no such module")
+
+    assert compile_repaired(model, mujoco.MjSpec.from_file(str(model)), failing).model.nbody == 2
+    assert threads[-1] == "failed"

@@ -352,3 +352,45 @@ def test_zlib_ng_and_the_standard_librarys_zlib_give_the_same_verdicts(tmp_path,
         assert answers[0] == answers[1], answers
         verdicts["none" if answers[0] is None else "problem"] += 1
     assert min(verdicts.values()) > 0, verdicts  # both kinds of answer were compared
+
+
+def test_background_texture_decodes_wait_while_another_thread_loads_native_libraries(tmp_path, monkeypatch):
+    """The texture checks' thread loads Pillow's plugins and zlib-ng, native modules: while another thread
+    loads pxr's libraries (``rules.native_loads``: they give up the GIL inside the loader's lock) it must
+    not start, or the two threads wait for each other for ever. It holds ``NATIVE_LOADS`` for its run."""
+    from usdforge.rules.native_loads import NATIVE_LOADS
+
+    texture = tmp_path / "t.png"
+    Image.new("RGB", (8, 8)).save(texture)
+    decoded = threading.Event()
+    decode = files._image_problem
+
+    def noted(path: Path, **options) -> str | None:
+        decoded.set()
+        return decode(path, **options)
+
+    monkeypatch.setattr(files, "_image_problem", noted)
+    monkeypatch.setattr(files.os, "cpu_count", lambda: 2)
+    refs = [files.Reference(texture, "texture", tmp_path / "m.xml", "<texture t>", 1),
+            files.Reference(texture, "texture", tmp_path / "m.xml", "<texture u>", 2)]
+    holder_done = threading.Event()
+    held = threading.Event()
+
+    def hold() -> None:  # another thread "loading pxr" for a while
+        with NATIVE_LOADS:
+            held.set()
+            holder_done.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(5)
+    try:
+        with files.texture_checks_overlapped():
+            files.check_references(refs, [tmp_path])
+            time.sleep(0.3)
+            assert not decoded.is_set(), "a texture was decoded while another thread held NATIVE_LOADS"
+            holder_done.set()
+        assert decoded.is_set()
+    finally:
+        holder_done.set()
+        holder.join()

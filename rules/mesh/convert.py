@@ -21,7 +21,7 @@ from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics
 
 from usdforge.rules.conversion_warnings import warn
 from usdforge.rules.errors import ConversionError
-from usdforge.rules.usd.finite import names_the_asset
+from usdforge.rules.errors import names_the_asset
 from usdforge.rules.files import (MAX_FILE_BYTES, Reference, check_model_file, check_references, decoded_texture,
                                   model_roots)
 from usdforge.rules.mesh.references import mesh_references

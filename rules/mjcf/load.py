@@ -12,9 +12,10 @@ trustworthy mass, unless their inertial is explicit: ``LoadedModel.unknown_mass`
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 import mujoco
@@ -165,8 +166,34 @@ def _geom_carries_mass(geom: mujoco.MjsGeom) -> bool:
     return not (geom.mass == 0.0 or (np.isnan(geom.mass) and geom.density == 0.0))
 
 
-def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
+def _quietly(work: Callable[[], object]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            work()
+        except BaseException:  # noqa: BLE001 - done again by the caller, which meets the error itself
+            pass
+    return run
+
+
+def _compiled(spec: mujoco.MjSpec, alongside: Callable[[], object] | None) -> mujoco.MjModel:
+    """``spec.compile()``, with ``alongside`` run on a thread meanwhile and joined before this returns or
+    raises (no thread is left importing when a reading child is forked later)."""
+    if alongside is None:
+        return spec.compile()
+    thread = threading.Thread(target=_quietly(alongside), name="usdforge-alongside-compile", daemon=True)
+    thread.start()
+    try:
+        return spec.compile()
+    finally:
+        thread.join()
+
+
+def compile_repaired(path: Path, spec: mujoco.MjSpec, alongside: Callable[[], object] | None = None) -> LoadedModel:
     """Compile ``spec``, repairing what MuJoCo names in its errors (see the module docstring).
+
+    alongside: work for a thread during the first compile (MuJoCo releases the GIL while it compiles),
+    joined before this returns or raises: the caller's imports (``rules.mjcf.convert``). Its exceptions
+    are dropped: the caller does the same work after, and meets the error itself.
 
     Raises ConversionError with MuJoCo's message when an error names no element that can be repaired.
     The returned ``spec`` is a copy of ``spec`` as it was just before the compile that succeeded: a
@@ -183,7 +210,8 @@ def compile_repaired(path: Path, spec: mujoco.MjSpec) -> LoadedModel:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # deprecation notes of MuJoCo's own (settotalmass …)
-                model = spec.compile()
+                work, alongside = alongside, None  # the first compile only
+                model = _compiled(spec, work)
             break
         except Exception as exc:  # noqa: BLE001 - MuJoCo's compile errors are ValueErrors with its message
             for mesh, value in limited:  # the repairs go on with the model's own values
@@ -336,7 +364,8 @@ def checked_spec(path: str | Path, allowed_roots: tuple[str, ...] = ()) \
     return path, spec, textures, set_aside_visual_meshes(spec, path.parent, roots, attached)
 
 
-def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedModel:
+def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = (),
+              alongside: Callable[[], object] | None = None) -> LoadedModel:
     """Parse and compile the MJCF model at ``path`` (see the module docstring); inside the pipeline's
     mesh cache, the compiled model is reused from the build cache when the files are unchanged
     (``rules.mjcf.compiled``).
@@ -344,6 +373,7 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
     allowed_roots: folders besides the model's own whose files it may reference. Every file the model
     references (includes, meshes, textures, …) is checked first (``rules.files``): inside those folders, a
     regular file of bounded size, textures decodable images; MuJoCo never gets to read anything else.
+    alongside: work for a thread while MuJoCo compiles (``compile_repaired``), if it compiles.
     """
     from usdforge.rules.mjcf.compiled import cached_model, store_model
 
@@ -362,7 +392,7 @@ def load_mjcf(path: str | Path, allowed_roots: tuple[str, ...] = ()) -> LoadedMo
         mujoco.mj_kinematics(model, data)
         loaded = LoadedModel(path, spec, model, data)
     else:
-        loaded = compile_repaired(path, spec)
+        loaded = compile_repaired(path, spec, alongside)
         del spec  # compiled, it holds MuJoCo's processed meshes (h1: 110 MB): gone before the model is stored
         if not (loaded.warnings or loaded.skipped or loaded.trimesh_meshes):  # repairs edit the spec: not reused
             store_model(token, loaded.model, lambda: _parsed(path))

@@ -673,10 +673,12 @@ def _compile(path: Path, spec: mujoco.MjSpec) -> tuple[mujoco.MjModel, mujoco.Mj
     return loaded.model, loaded.data
 
 
-def slim_or_compiled(asset: Path, allowed_roots: tuple[str, ...], link_density: float) -> Any:
+def slim_or_compiled(asset: Path, allowed_roots: tuple[str, ...], link_density: float,
+                     alongside: Callable[[], object] | None = None) -> Any:
     """The ``LoadedModel`` of the MJCF file ``asset`` at ``link_density``: over its slim intermediate when
     the enclosing ``intermediate_scope``'s cache holds a sound one (no compile), else compiled
-    (``load_mjcf``, ``apply_link_density``), its slim intermediate stored when reusing it is sound."""
+    (``load_mjcf``, ``apply_link_density``), its slim intermediate stored when reusing it is sound.
+    alongside: work for a thread while MuJoCo compiles, if it compiles (``compile_repaired``)."""
     from usdforge.rules.mjcf.convert import apply_link_density, set_link_density
     from usdforge.rules.files import model_roots
     from usdforge.rules.mjcf.load import LoadedModel, checked_spec, files_inside, load_mjcf
@@ -685,7 +687,7 @@ def slim_or_compiled(asset: Path, allowed_roots: tuple[str, ...], link_density: 
 
     scope = active_source()
     if scope is None:
-        return apply_link_density(load_mjcf(asset, allowed_roots), link_density)
+        return apply_link_density(load_mjcf(asset, allowed_roots, alongside), link_density)
     store, source = scope
     key = slim_key(source, link_density)
     artifact = store.get_entry(key)
@@ -716,7 +718,7 @@ def slim_or_compiled(asset: Path, allowed_roots: tuple[str, ...], link_density: 
 
         return LoadedModel(path, spec, SlimModel(slim, fallback, meshes), SlimData(slim, fallback),
                            warnings=list(slim.warnings), texture_files=textures, visual_meshes=visual)
-    loaded = apply_link_density(load_mjcf(asset, allowed_roots), link_density)
+    loaded = apply_link_density(load_mjcf(asset, allowed_roots, alongside), link_density)
     repaired = bool(loaded.skipped or loaded.trimesh_meshes or loaded.unknown_mass)
     if storable(loaded.model, repaired):
         # Encoded, hashed and written beside the rest of the conversion (the model is not changed after).

@@ -31,7 +31,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from pxr import Sdf, Usd, UsdPhysics
+from pxr import Sdf, Tf, Usd
 
 from usdforge.rules.outputs import articulation_cfg_file_name
 
@@ -45,22 +45,27 @@ class _Walk:
     the facts ask five questions of every prim, and ``IsA``/``HasAPI`` cost about a microsecond each per
     prim. ``is_a`` answers ``Usd.Prim.IsA`` once per type name (it depends on the type alone); ``with_api``
     asks ``Usd.Prim.HasAPI`` of a schema no other API schema derives from (its name in the applied list).
-    simple_humanoid's cfg: 4.3 -> 4.1 ms; cartpole's 1.55 -> 1.2 ms."""
+    simple_humanoid's cfg: 4.3 -> 4.1 ms; cartpole's 1.55 -> 1.2 ms.
+
+    Schemas are named by their C++ type (``UsdPhysicsRevoluteJoint``), as ``Tf.Type``: the USD libraries hold
+    them once pxr.Usd is loaded, and the Python modules of UsdPhysics, UsdGeom and UsdShade (about 40 ms of
+    a one-off ``usdforge convert``) need not be."""
 
     def __init__(self, stage: Usd.Stage):
         self.root = stage.GetDefaultPrim()
         self.prims = [(prim, prim.GetTypeName(), prim.GetAppliedSchemas()) for prim in Usd.PrimRange(self.root)]
-        self._kinds: dict[tuple[str, type], bool] = {}
+        self._kinds: dict[tuple[str, str], bool] = {}
 
-    def is_a(self, prim: Usd.Prim, type_name: str, schema: type) -> bool:
+    def is_a(self, prim: Usd.Prim, type_name: str, schema: str) -> bool:
+        """``prim.IsA`` the schema whose C++ type is named ``schema`` (``UsdPhysicsRevoluteJoint``)."""
         key = (type_name, schema)
         kind = self._kinds.get(key)
         if kind is None:
-            kind = self._kinds[key] = prim.IsA(schema)
+            kind = self._kinds[key] = prim.IsA(_schema_type(schema))
         return kind
 
-    def of_type(self, schema: type) -> list[Usd.Prim]:
-        """The prims that are a ``schema``, in traversal order."""
+    def of_type(self, schema: str) -> list[Usd.Prim]:
+        """The prims that are a ``schema`` (its C++ type's name), in traversal order."""
         return [prim for prim, type_name, _ in self.prims if self.is_a(prim, type_name, schema)]
 
     def with_api(self, name: str) -> list[Usd.Prim]:
@@ -68,26 +73,40 @@ class _Walk:
         return [prim for prim, _, applied in self.prims if name in applied]
 
 
+def _schema_type(name: str) -> Tf.Type:
+    """The ``Tf.Type`` of the schema whose C++ type is ``name``; ValueError for one the libraries lack."""
+    found = _SCHEMA_TYPES.get(name)
+    if found is None:
+        found = Tf.Type.FindByName(name)
+        if found.isUnknown:
+            raise ValueError(f"no USD schema type {name}")
+        _SCHEMA_TYPES[name] = found
+    return found
+
+
+_SCHEMA_TYPES: dict[str, Tf.Type] = {}
+
+
 def _joint_facts(walk: _Walk) -> list[dict]:
     """Every joint Isaac Lab drives: name, angular, limits (rad or m), drive gains (SI per radian)."""
     facts = []
     for prim, type_name, applied in walk.prims:
-        angular = walk.is_a(prim, type_name, UsdPhysics.RevoluteJoint)
-        if not (angular or walk.is_a(prim, type_name, UsdPhysics.PrismaticJoint)):
+        angular = walk.is_a(prim, type_name, "UsdPhysicsRevoluteJoint")
+        if not (angular or walk.is_a(prim, type_name, "UsdPhysicsPrismaticJoint")):
             continue
         if prim.GetAttribute("physics:excludeFromArticulation").Get():
             continue
         scale = math.pi / 180.0 if angular else 1.0  # USD degrees → radians; per degree → per radian
         lower, upper = (prim.GetAttribute(f"physics:{n}Limit").Get() for n in ("lower", "upper"))
         axis = "angular" if angular else "linear"
-        drive = UsdPhysics.DriveAPI(prim, axis) if f"PhysicsDriveAPI:{axis}" in applied else None
+        drive = f"PhysicsDriveAPI:{axis}" in applied
         fact = {"name": prim.GetName(), "path": str(prim.GetPath()), "angular": angular,
                 "lower": lower * scale if lower is not None and abs(lower) < 1e30 else None,
                 "upper": upper * scale if upper is not None and abs(upper) < 1e30 else None,
-                "drive": drive is not None}
-        if drive is not None:
-            stiffness, damping = drive.GetStiffnessAttr().Get(), drive.GetDampingAttr().Get()
-            force = drive.GetMaxForceAttr().Get()
+                "drive": drive}
+        if drive:  # the DriveAPI's attributes (their schema fallbacks where not authored)
+            stiffness, damping, force = (prim.GetAttribute(f"drive:{axis}:physics:{name}").Get()
+                                         for name in ("stiffness", "damping", "maxForce"))
             fact["stiffness"] = float(stiffness or 0.0) / scale
             fact["damping"] = float(damping or 0.0) / scale
             fact["effort"] = float(force) if force is not None and math.isfinite(force) and force < 1e30 else None
@@ -103,13 +122,13 @@ def _base(walk: _Walk) -> tuple[bool, list[float], list[float], list[float]]:
     carriers = walk.with_api("PhysicsArticulationRootAPI")
     carrier = carriers[0] if carriers else None
     identity = [0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]
-    if carrier is None or not carrier.HasAPI(UsdPhysics.RigidBodyAPI):
+    if carrier is None or not carrier.HasAPI(_schema_type("UsdPhysicsRigidBodyAPI")):
         # The API on the robot's Xform: a fixed base anchored at the asset's origin.
         offset = [0.0, 0.0, 0.0]
-        for prim in walk.of_type(UsdPhysics.FixedJoint):
-            joint = UsdPhysics.FixedJoint(prim)
-            if joint.GetBody0Rel().GetTargets() in ([], [root.GetPath()]) and joint.GetBody1Rel().GetTargets():
-                body = prim.GetStage().GetPrimAtPath(joint.GetBody1Rel().GetTargets()[0])
+        for prim in walk.of_type("UsdPhysicsFixedJoint"):
+            body0, body1 = (prim.GetRelationship(f"physics:body{n}").GetTargets() for n in (0, 1))
+            if body0 in ([], [root.GetPath()]) and body1:
+                body = prim.GetStage().GetPrimAtPath(body1[0])
                 offset = _pose(body)[0]
                 break
         return True, *identity, offset
@@ -119,17 +138,36 @@ def _base(walk: _Walk) -> tuple[bool, list[float], list[float], list[float]]:
 
 def _pose(prim: Usd.Prim) -> tuple[list[float], list[float]]:
     """A body's rest pose in the asset (bodies are authored flat under the root): pos, rot (x, y, z, w)."""
-    from pxr import UsdGeom
+    matrix = _local_matrix(prim)
+    if matrix is None:
+        from pxr import UsdGeom
 
-    matrix = UsdGeom.Xformable(prim).GetLocalTransformation()
+        matrix = UsdGeom.Xformable(prim).GetLocalTransformation()
     t, q = matrix.ExtractTranslation(), matrix.ExtractRotationQuat()
     return [round(float(v), 9) for v in t], [round(float(v), 9) for v in (*q.GetImaginary(), q.GetReal())]
+
+
+def _local_matrix(prim: Usd.Prim) -> Any:
+    """The local transformation of a prim whose ops are a translate and an orient (how the writer authors a
+    body), composed as UsdGeom composes them but without its Python module; None for any other op order
+    (UsdGeom's ``GetLocalTransformation`` then)."""
+    from pxr import Gf
+
+    order = prim.GetAttribute("xformOpOrder").Get()
+    if order is None or list(order) != ["xformOp:translate", "xformOp:orient"]:
+        return None
+    translate, orient = (prim.GetAttribute(name).Get() for name in order)
+    if translate is None or orient is None:
+        return None
+    # UsdGeom's matrix to the last bit (the orient through a Gf.Rotation: a quaternion set directly differs
+    # in the last bits on two thirds of the corpus's bodies).
+    return Gf.Matrix4d(Gf.Rotation(Gf.Quatd(orient)), Gf.Vec3d(translate))
 
 
 def source_time_step(walk: _Walk) -> float | None:
     """Seconds per step of the asset's own ``PhysicsScene`` (``import_physics_scene``: MuJoCo's
     ``<option timestep>``), or None when it has none."""
-    for prim in walk.of_type(UsdPhysics.Scene):
+    for prim in walk.of_type("UsdPhysicsScene"):
         for name in ("newton:timeStepsPerSecond", "physxScene:timeStepsPerSecond"):
             steps = prim.GetAttribute(name).Get()
             if steps:
@@ -216,7 +254,7 @@ def articulation_facts(stage: Usd.Stage) -> dict:
     fixed, pos, rot, offset = _base(walk)
     # Spherical joints are three DoF to Isaac Lab, named <name>:0..2 by its Newton backend; the pattern
     # also matches the bare name, so it never goes unmatched (Isaac Lab raises on an unmatched pattern).
-    spherical = [f"{p.GetName()}(:[0-2])?" for p in walk.of_type(UsdPhysics.SphericalJoint)
+    spherical = [f"{p.GetName()}(:[0-2])?" for p in walk.of_type("UsdPhysicsSphericalJoint")
                  if not p.GetAttribute("physics:excludeFromArticulation").Get()]
     return {**facts, "rigid": False, "joints": _joint_facts(walk), "fixed": fixed, "pos": pos, "rot": rot,
             "offset": offset, "spherical": spherical}

@@ -19,7 +19,7 @@ from pathlib import Path
 from usdforge.rules.build_scope import within_build
 from usdforge.rules.conversion_warnings import note, warn
 from usdforge.rules.errors import ConversionError, MissingFiles
-from usdforge.rules.usd.finite import names_the_asset
+from usdforge.rules.errors import names_the_asset
 from usdforge.rules.files import check_references, describe_element, model_roots, quote
 from usdforge.rules.outputs import resolve_usd_file_name
 from usdforge.rules.robot.inertia import balance_inertia, resolve_massless

@@ -7,25 +7,19 @@ ever holds one.
 
 from __future__ import annotations
 
-import functools
 import math
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from pxr import Gf, Sdf
 
-from usdforge.rules.errors import ConversionError
+from usdforge.rules.errors import NonFiniteOutput
 
 _QUATERNIONS = (Gf.Quatf, Gf.Quatd, Gf.Quath)
 #: Gf vectors: iterated as Python floats (a numpy conversion costs more than the check).
 _VECTORS = frozenset(getattr(Gf, f"Vec{n}{t}") for n in (2, 3, 4) for t in "dfh")
 #: Values that hold no float.
 _NO_FLOAT = frozenset((type(None), bool, int, str, Sdf.AssetPath))
-
-
-class NonFiniteOutput(ConversionError):
-    """A layer about to be written holds a non-finite value; ``element`` is ``prim.attribute``."""
 
 
 def _finite(value: Any) -> bool:
@@ -93,27 +87,3 @@ def check_text_finite(layer: Sdf.Layer, text: str) -> None:
     namespace, aside) holds none, and only a text with one has its attributes visited."""
     if "nan" in text or text.count("inf") != text.count("info"):
         check_layer_finite(layer)
-
-
-def names_the_asset(convert: Callable[[Any, Path], list[Path]]) -> Callable[[Any, Path], list[Path]]:
-    """A rule's ``convert(cfg, out_dir)`` whose failures on bad input all name the asset
-    (``cfg.asset_path``): the non-finite guard, text that is not UTF-8 (a MuJoCo path attribute), a
-    linear-algebra failure on degenerate numbers. NumPy's floating-point warnings are not shown: their
-    results are checked (inputs here, outputs by ``check_layer_finite``), and the user sees no line
-    without a file."""
-
-    @functools.wraps(convert)
-    def wrapper(cfg: Any, out_dir: Path) -> list[Path]:
-        try:
-            with np.errstate(all="ignore"):
-                return convert(cfg, out_dir)
-        except NonFiniteOutput as exc:
-            raise ConversionError(cfg.asset_path, exc.problem, exc.element) from None
-        except UnicodeDecodeError as exc:
-            raise ConversionError(cfg.asset_path, f"text that is not valid UTF-8 ({exc.reason} at byte "
-                                                  f"{exc.start}: {exc.object[exc.start:exc.start + 8]!r})") from None
-        except np.linalg.LinAlgError as exc:
-            raise ConversionError(cfg.asset_path, f"degenerate numbers: {exc} (an inertia or transform that is "
-                                                  "not a valid matrix)") from None
-
-    return wrapper

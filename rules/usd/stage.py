@@ -11,17 +11,19 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
-from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade, Vt
+from pxr import Gf, Sdf, Vt
 
 from usdforge.rules.usd.finite import check_layer_finite
 from usdforge.rules.usd.layer import principal_axes, quaternion, single_precision_moments
+from usdforge.rules.usd.on_save import pending_custom_data
 
 if TYPE_CHECKING:  # trimesh is imported where a mesh file is read, not by every rule that authors USD
+    from pxr import Usd, UsdGeom, UsdShade
+
     import trimesh
 
 
@@ -41,6 +43,8 @@ def new_stage(root_name: str, path: Path | None = None, root_type: str = "Xform"
     path: the file the stage will be saved to (``save_stage``), so relative references resolve while
         authoring; None for an in-memory stage (``export_stage``).
     """
+    from pxr import Usd, UsdGeom, UsdPhysics
+
     stage = Usd.Stage.CreateNew(str(path)) if path is not None else Usd.Stage.CreateInMemory()
     UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
     UsdGeom.SetStageMetersPerUnit(stage, 1.0)
@@ -76,30 +80,13 @@ def save_layer(layer: Sdf.Layer) -> Path:
 def add_custom_data_on_save(layer: Sdf.Layer, path: Path) -> None:
     """Set the ``custom_data_on_save`` of ``path`` (if any) in the customLayerData of ``layer``, which is
     about to be written there."""
-    pending = _ON_SAVE.get()
-    if pending is not None and pending[0] == os.path.realpath(path):
+    pending = pending_custom_data(path)
+    if pending is not None:
+        key, value, done = pending
         data = dict(layer.customLayerData)
-        data[pending[1]] = pending[2]
+        data[key] = value
         layer.customLayerData = data
-        pending[3].add(os.path.realpath(path))
-
-
-_ON_SAVE: ContextVar[tuple[str, str, dict, set[str]] | None] = ContextVar("usdforge_on_save", default=None)
-
-
-@contextlib.contextmanager
-def custom_data_on_save(path: Path, key: str, value: dict) -> Iterator[set[str]]:
-    """Within the block, ``save_stage`` (or ``RobotLayers.save``) of the layer at ``path`` sets its
-    ``customLayerData[key]`` to ``value`` before writing it, in the one save. Yields a set that holds
-    ``path`` once that happened. A text layer's bytes are those of adding the data to the saved file and
-    saving it again; a crate layer's are smaller than those (a second crate save appends the changed
-    sections to the file), and it is written once instead of twice."""
-    done: set[str] = set()
-    token = _ON_SAVE.set((os.path.realpath(path), key, value, done))
-    try:
-        yield done
-    finally:
-        _ON_SAVE.reset(token)
+        done.add(os.path.realpath(path))
 
 
 def write_layer(write, path: Path) -> None:
@@ -173,6 +160,8 @@ def set_local_transform(prim: Usd.Prim, translation: Iterable[float] = (0.0, 0.0
                         orientation_wxyz: Iterable[float] = (1.0, 0.0, 0.0, 0.0),
                         scale: Iterable[float] | None = None) -> None:
     """Author translate / orient (double precision) / optional scale ops on ``prim``, replacing any."""
+    from pxr import UsdGeom
+
     xformable = UsdGeom.Xformable(prim)
     xformable.ClearXformOpOrder()
     xformable.AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*map(float, translation)))
@@ -200,6 +189,8 @@ def author_mesh(stage: Usd.Stage, path: Sdf.Path | str, mesh: trimesh.Trimesh) -
     Colours: one colour for the whole mesh becomes a constant ``displayColor`` (and ``displayOpacity``);
     per-vertex colours a vertex primvar. UVs go to ``primvars:st`` (vertex interpolation).
     """
+    from pxr import UsdGeom
+
     usd_mesh = UsdGeom.Mesh.Define(stage, path)
     vertices = np.asarray(mesh.vertices, dtype=np.float32)
     faces = np.asarray(mesh.faces, dtype=np.int32)
@@ -263,6 +254,8 @@ def author_preview_material(stage: Usd.Stage, path: Sdf.Path | str,
 
     texture_file: asset path as it should be written (relative to the layer that holds the material).
     """
+    from pxr import UsdShade
+
     material = UsdShade.Material.Define(stage, path)
     shader = UsdShade.Shader.Define(stage, Sdf.Path(path).AppendChild("PreviewSurface"))
     shader.CreateIdAttr("UsdPreviewSurface")
@@ -291,6 +284,8 @@ def author_preview_material(stage: Usd.Stage, path: Sdf.Path | str,
 
 def bind_material(prim: Usd.Prim, material: UsdShade.Material) -> None:
     """Bind ``material`` to ``prim`` (applies ``MaterialBindingAPI``)."""
+    from pxr import UsdShade
+
     UsdShade.MaterialBindingAPI.Apply(prim).Bind(material)
 
 
@@ -307,6 +302,8 @@ def relative_asset_path(target: Path, layer_dir: Path) -> str:
 
 def author_mass(prim: Usd.Prim, mass: float, center_of_mass: Iterable[float], inertia_tensor: np.ndarray) -> None:
     """Author mass, centerOfMass, diagonalInertia and principalAxes together (every engine needs all four)."""
+    from pxr import UsdPhysics
+
     mass_api = UsdPhysics.MassAPI.Apply(prim)
     moments, quat = principal_axes(inertia_tensor)
     mass_api.CreateMassAttr(float(mass))
