@@ -220,7 +220,7 @@ def import_floor(repeat: int) -> list[tuple[str, list[str]]]:
         ("... with mesh files (+ trimesh, scipy)", [python, "-c", cli + "import usdforge.rules.urdf.convert, "
                                                     "usdforge.rules.mesh.read"]),
         ("imports of an MJCF model (+ mujoco)", [python, "-c", "import os; os.environ['MUJOCO_GL'] = 'disable'; "
-                                                 + cli + "import usdforge.rules.mjcf.convert"]),
+                                                 + cli + "import usdforge.rules.mjcf.convert, usdforge.rules.mjcf.author"]),
         ("peer: import urdf_usd_converter", [urdf_python, "-c", "import urdf_usd_converter"]),
         ("peer: import mujoco_usd_converter", [mjcf_python, "-c", "import mujoco_usd_converter"]),
     ]

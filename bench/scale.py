@@ -101,7 +101,7 @@ cluster = LocalCluster(n_workers={k}, threads_per_worker=1, processes=True, dash
 client = Client(cluster)
 def warm():
     import pxr.Usd, mujoco, trimesh, usdforge.pipeline.converters
-    import usdforge.rules.urdf.convert, usdforge.rules.mjcf.convert
+    import usdforge.rules.urdf.convert, usdforge.rules.mjcf.convert, usdforge.rules.mjcf.author
 client.run(warm)
 print(time.perf_counter() - start)
 client.close(); cluster.close()

@@ -213,11 +213,14 @@ class _TextureCheck:
     def _decode(self) -> None:
         from usdforge.rules.native_loads import NATIVE_LOADS
 
-        with NATIVE_LOADS:  # Pillow's plugins and zlib-ng load here, never beside a pxr load (see there)
-            self._decode_all()
-
-    def _decode_all(self) -> None:
+        # What the decodes load that the calling thread has not (zlib-ng, the thread pool's modules), loaded
+        # first, never beside a pxr load (``rules.native_loads``); Pillow and the plugins of these files'
+        # formats were loaded where their headers were read.
         try:
+            with NATIVE_LOADS:
+                from concurrent.futures import ThreadPoolExecutor  # noqa: F401 - its queue's _queue, _heapq
+
+                import usdforge.rules.png_pixels  # noqa: F401 - zlib-ng
             self._problems = _decode_within_budget(self._prepared.to_decode, self._prepared.headers,
                                                    self._abandoned)
         except BaseException as exc:  # noqa: BLE001 - carried to ``join``, in the converting thread

@@ -6,14 +6,17 @@ the GIL and loads any native module meanwhile (``import zlib_ng``, a Pillow plug
 the loader's lock while the pxr load waits for the GIL: the process hangs (seen: an MJCF model's texture
 check importing zlib-ng while the USD libraries loaded on a thread beside MuJoCo's compile).
 
-So a thread that may load native modules while another may load pxr holds ``NATIVE_LOADS`` for as long
-as it may: the texture checks' thread (``rules.files``) for its whole run, an import of the USD authoring
-code (``import_exclusively``) for the import. Waiting for it gives up the GIL, so nothing else stalls.
+So a thread that loads native modules while another may load pxr holds ``NATIVE_LOADS`` while it does:
+the texture checks' thread (``rules.files``) while it loads what its decodes need (then decodes without
+it), an import of the USD authoring code (``import_exclusively``) for the import, and a fork of a mesh
+reading child (``rules.mesh.assimp_read``: a child forked while another thread is inside the loader would
+inherit its lock held). Waiting for it gives up the GIL.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from types import ModuleType
 
@@ -24,5 +27,8 @@ NATIVE_LOADS = threading.RLock()
 def import_exclusively(name: str) -> ModuleType:
     """``importlib.import_module(name)`` holding ``NATIVE_LOADS`` (no other thread loads a native library
     meanwhile; it waits for one that does)."""
+    loaded = sys.modules.get(name)
+    if loaded is not None and not getattr(getattr(loaded, "__spec__", None), "_initializing", False):
+        return loaded  # loaded already (a rebuild, the next entry of a library): nothing to wait for
     with NATIVE_LOADS:
         return importlib.import_module(name)

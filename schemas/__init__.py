@@ -60,3 +60,7 @@ def __getattr__(name):
 
         return getattr(writer, name)
     raise AttributeError(f"module 'usdforge.schemas' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

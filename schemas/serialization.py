@@ -84,10 +84,12 @@ def _tagged_hooks(members: tuple[type, ...], structure_of: Callable[[type], Any]
 
 
 def _subclass_tree(cls: type) -> list[type]:
+    """``cls`` and its subclasses, but for classes made for authoring only (``__usdforge_internal__``, as
+    ``schemas.writer.effective_rigid_props`` makes: never read from or written to a cfg file)."""
     found, queue = [], [cls]
     while queue:
         klass = queue.pop(0)
-        if klass not in found:
+        if klass not in found and not klass.__dict__.get("__usdforge_internal__", False):
             found.append(klass)
             queue.extend(klass.__subclasses__())
     return found

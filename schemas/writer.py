@@ -409,7 +409,7 @@ def _with_mujoco_gravcomp(cls: type) -> type:
     merged = type(f"{cls.__name__}WithMujocoGravcomp", (cls, MujocoRigidBodyPropertiesCfg),
                   {"__doc__": f"{cls.__name__} plus MujocoRigidBodyPropertiesCfg.gravcomp (made by "
                               "schemas.writer.effective_rigid_props; authored, not serialised).",
-                   "__module__": __name__})
+                   "__module__": __name__, "__usdforge_internal__": True})
     return cfg_class(merged)
 
 

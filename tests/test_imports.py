@@ -171,3 +171,33 @@ def test_an_mjcf_model_with_textures_converts_while_the_usd_libraries_load_besid
                               capture_output=True, text=True, cwd=tmp_path, timeout=120)
         assert done.returncode == 0, done.stderr
         assert (out / "cassie.usd").is_file()
+
+
+def test_no_thread_loads_a_native_module_beside_another_without_native_loads(tmp_path):
+    # The rule of rules.native_loads, checked on every module a thread other than the main one loads in a
+    # one-off MJCF conversion whose PNG texture is decoded on a thread while the USD libraries load on
+    # another beside the compile: a native module (a shared library) loaded by such a thread without
+    # NATIVE_LOADS held could meet a pxr load inside the dynamic loader's lock (the hang this guards).
+    from PIL import Image
+
+    Image.new("RGB", (64, 64), (200, 30, 30)).save(tmp_path / "skin.png")
+    (tmp_path / "model.xml").write_text(
+        '<mujoco><asset><texture name="skin" file="skin.png" type="2d"/><material name="m" texture="skin"/>'
+        '</asset><worldbody><body><freejoint/><geom size="0.1" material="m"/></body></worldbody></mujoco>')
+    code = (
+        "import sys, threading\n"
+        "from usdforge.rules.native_loads import NATIVE_LOADS\n"
+        "seen = []\n"
+        "def hook(event, args):\n"
+        "    if event == 'import' and threading.current_thread() is not threading.main_thread():\n"
+        "        seen.append((threading.current_thread().name, args[0], NATIVE_LOADS._is_owned()))\n"
+        "sys.addaudithook(hook)\n"
+        "from usdforge.pipeline.cli import main\n"
+        f"assert main(['convert', '-q', {str(tmp_path / 'model.xml')!r}, {str(tmp_path / 'out')!r}]) == 0\n"
+        "native = [(t, m) for t, m, owned in seen if not owned and\n"
+        "          (getattr(sys.modules.get(m), '__file__', '') or '').endswith('.so')]\n"
+        "assert not native, native\n"
+        "assert any(t == 'usdforge-texture-check' for t, _, _ in seen), seen\n"
+        "assert any(m.startswith('pxr') for t, m, _ in seen if t != 'usdforge-texture-check'), seen\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]

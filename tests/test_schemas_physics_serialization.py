@@ -239,3 +239,16 @@ def test_material_none_is_false_in_toml():
         structure_cfg({"physics_material": {"static_friction": True}}, AssetCfg)
     with pytest.raises(ConfigError, match=r"^rigid_props\.linear_damping: invalid value"):
         structure_cfg({"rigid_props": {"type": "PhysxRigidBodyPropertiesCfg", "linear_damping": "0.1"}}, AssetCfg)
+
+
+def test_a_class_made_for_authoring_is_no_member_of_its_group():
+    # effective_rigid_props makes a class at run time (authored, not serialised): a cfg file naming it is
+    # refused, whether the groups were listed before it was made or after.
+    from usdforge.schemas import MeshConverterCfg, cfg_from_toml, cfg_to_toml
+
+    text = cfg_to_toml(MeshConverterCfg(asset_path="a.obj"))
+    merged = effective_rigid_props(physx.PhysxRigidBodyPropertiesCfg(linear_damping=0.2),
+                                   mujoco.MujocoJointDrivePropertiesCfg(actuatorgravcomp=True))
+    name = type(merged).__name__
+    with pytest.raises(ConfigError, match=f"unknown class '{name}'"):
+        cfg_from_toml(text + f'\n[rigid_props]\ntype = "{name}"\n', MeshConverterCfg)

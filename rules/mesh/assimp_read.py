@@ -496,7 +496,10 @@ class _ReaderProcess:
         # what a subverted child writes there changes nothing here.
         self.waiting = mmap.mmap(-1, 8)
         self.answered = 0
-        self.pid = os.fork()
+        from usdforge.rules.native_loads import NATIVE_LOADS
+
+        with NATIVE_LOADS:  # no other thread inside the dynamic loader (its lock held in the child)
+            self.pid = os.fork()
         if self.pid == 0:
             status = 0
             try:

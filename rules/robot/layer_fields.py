@@ -12,7 +12,7 @@ declared fields (``UndeclaredField`` on any other): the key holds every declared
 
 Each layer's author in ``rules.robot.writer`` reads its options through the same view
 (``writer.unit_options``), so an author that reads a field its layer does not declare fails with
-``UndeclaredField``. MJCF's own authoring steps (``rules.mjcf.convert``: drives, actuators, tendons,
+``UndeclaredField``. MJCF's own authoring steps (``rules.mjcf.author``: drives, actuators, tendons,
 contacts, the scene) read the cfg through the view of the layer they write too, and write nothing into a
 layer restored from the cache (``rules.mjcf.usd.MjcfUsd.spec``). What still reads the whole cfg: the URDF
 model rules (``rules.urdf.convert.apply_cfg``), which run before the authors; for them, and for every
