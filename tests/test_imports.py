@@ -39,9 +39,13 @@ def test_cli_conversion_of_an_mjcf_model_imports_neither_trimesh_nor_scipy(tmp_p
     out = tmp_path / "out"
     code = ("from usdforge.pipeline.cli import main\n"
             f"assert main(['convert', '-q', {str(source)!r}, {str(out)!r}]) == 0\n")
-    modules = imported_after(code, tmp_path)
+    loaded = imported_after(code, tmp_path, full=True)
+    modules = {name.split(".")[0] for name in loaded}
     assert (out / f"{source.stem}.usd").is_file() and (out / "payloads" / "geometry.usd").is_file()
     assert "mujoco" in modules and "pxr" in modules
+    # Cameras, lights, physics materials and collision groups through pxr.Usd alone (schema_attribute).
+    usd_modules = {"pxr.UsdGeom", "pxr.UsdPhysics", "pxr.UsdShade", "pxr.UsdLux", "usdforge.schemas.writer"}
+    assert "pxr.Usd" in loaded and not loaded & usd_modules, sorted(loaded & usd_modules)
     # skydio_x2's texture file is decoded by Pillow to check that it is an image; robotiq_2f85 has none.
     forbidden = set(NOT_FOR_MJCF) - ({"PIL"} if model.startswith("skydio") else set())
     assert not modules & forbidden, sorted(modules & forbidden)

@@ -371,3 +371,33 @@ def test_the_rotation_of_the_cfg_is_trimeshs_matrix_to_the_bit():
     for q in quaternions:
         q = np.asarray(q, dtype=np.float64)
         assert np.array_equal(_rotation_matrix(q), trimesh.transformations.quaternion_matrix(q)), q
+
+
+@pytest.mark.parametrize("scale", [None, (1.5, -2.0, 1e-5)])
+def test_set_local_transform_authors_what_usdgeoms_xform_ops_author(scale):
+    """``set_local_transform`` authors through the prim's generic API (no UsdGeom module loaded by a robot
+    conversion): the text of the layer is UsdGeom.Xformable's ``ClearXformOpOrder`` + ``Add*Op``, on a
+    prim with ops already and on a fresh one."""
+    from pxr import Gf, Usd, UsdGeom
+
+    from usdforge.rules.usd.stage import set_local_transform
+
+    translation, orientation = (0.1, -2.0, 3e-7), (0.70710678, 0.0, 0.70710678, 0.0)
+    texts = []
+    for generic in (True, False):
+        stage = Usd.Stage.CreateInMemory()
+        prims = [stage.DefinePrim("/a", "Xform"), stage.DefinePrim("/b", "Camera")]
+        UsdGeom.Xformable(prims[0]).AddRotateXYZOp().Set(Gf.Vec3f(1, 2, 3))
+        for prim in prims:
+            if generic:
+                set_local_transform(prim, translation, orientation, scale)
+                continue
+            xformable = UsdGeom.Xformable(prim)
+            xformable.ClearXformOpOrder()
+            xformable.AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*translation))
+            w, x, y, z = orientation
+            xformable.AddOrientOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Quatd(w, Gf.Vec3d(x, y, z)))
+            if scale is not None:
+                xformable.AddScaleOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*scale))
+        texts.append(stage.GetRootLayer().ExportToString())
+    assert texts[0] == texts[1]

@@ -29,12 +29,12 @@ from __future__ import annotations
 import itertools
 
 import mujoco
-from pxr import Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
+from pxr import Sdf, Usd
 
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.mjcf.geoms import MESH
 from usdforge.rules.mjcf.usd import MjcfUsd, set_all, set_custom
-from usdforge.rules.usd.stage import unique_name
+from usdforge.rules.usd.stage import schema_attribute, unique_name
 
 #: MuJoCo's mesh inertia modes (``mjtMeshInertia``) → ``mjc:inertia`` tokens.
 MESH_INERTIA = {int(v): v.name.removeprefix("mjMESH_INERTIA_").lower()
@@ -95,12 +95,13 @@ def author_physics_materials(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]])
         if friction not in materials:
             path = scope.AppendChild(f"friction_{len(materials)}")
             if usd.authored("physics"):
+                # UsdShade.Material with UsdPhysics.MaterialAPI, as their modules author them (not loaded).
                 if not materials:
-                    UsdGeom.Scope.Define(physics, scope)
-                material = UsdShade.Material.Define(physics, path)
-                api = UsdPhysics.MaterialAPI.Apply(material.GetPrim())
-                api.CreateStaticFrictionAttr(friction[0])
-                api.CreateDynamicFrictionAttr(friction[0])
+                    physics.DefinePrim(scope, "Scope")
+                material = physics.DefinePrim(path, "Material")
+                material.AddAppliedSchema("PhysicsMaterialAPI")
+                schema_attribute(material, "physics:staticFriction", friction[0])
+                schema_attribute(material, "physics:dynamicFriction", friction[0])
             set_all(usd.spec("newton", path), {"newton:torsionalFriction": friction[1],
                                                    "newton:rollingFriction": friction[2]}, ["NewtonMaterialAPI"])
             materials[friction] = path
@@ -165,15 +166,16 @@ def author_collision_groups(usd: MjcfUsd, colliders: dict[int, list[Sdf.Path]]) 
         return
     physics = usd.ctx.stage("physics")
     scope = usd.scope("CollisionGroups")
-    UsdGeom.Scope.Define(physics, scope)
+    physics.DefinePrim(scope, "Scope")
     paths = {cls: scope.AppendChild(f"contype_{cls[0]}_conaffinity_{cls[1]}") for cls in ordered}
     for cls in ordered:
-        group = UsdPhysics.CollisionGroup.Define(physics, paths[cls])
-        collection = Usd.CollectionAPI.Apply(group.GetPrim(), UsdPhysics.Tokens.colliders)
+        # UsdPhysics.CollisionGroup and its colliders collection, as its module authors them (not loaded).
+        group = physics.DefinePrim(paths[cls], "PhysicsCollisionGroup")
+        collection = Usd.CollectionAPI.Apply(group, "colliders")
         collection.CreateIncludesRel().SetTargets(classes[cls])
         filtered = [paths[other] for other in ordered if not classes_collide(cls, other)]
         if filtered:
-            group.CreateFilteredGroupsRel().SetTargets(filtered)
+            group.CreateRelationship("physics:filteredGroups", False).SetTargets(filtered)
 
 
 def _articulation_trees(usd: MjcfUsd) -> dict[str, int]:

@@ -27,7 +27,6 @@ from usdforge.rules.mjcf.bodies import BALL, HINGE, SLIDE
 from usdforge.rules.mjcf.usd import MjcfUsd, limited_token, set_all, set_custom
 from usdforge.schemas.mujoco import MujocoRigidBodyPropertiesCfg
 from usdforge.schemas.units import radians_to_degrees
-from usdforge.schemas.writer import author_cfg
 
 #: Attributes of UsdPhysics.MassAPI and RigidBodyAPI that a static link must not carry.
 _RIGID_ATTRIBUTES = ("physics:mass", "physics:centerOfMass", "physics:diagonalInertia", "physics:principalAxes",
@@ -124,6 +123,8 @@ def author_body_dynamics(usd: MjcfUsd) -> None:
         if gravcomp == 0.0 or not usd.authored("mujoco"):
             continue
         if 0.0 <= gravcomp <= 1.0:
+            from usdforge.schemas.writer import author_cfg  # here: the Usd-level writer, for gravcomp only
+
             author_cfg(usd.ctx.prim("mujoco", path), MujocoRigidBodyPropertiesCfg(gravcomp=gravcomp))
         else:
             # MuJoCo allows over-compensation (buoyancy); the cfg covers [0, 1] only.

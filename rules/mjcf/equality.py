@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
-from pxr import Gf, Sdf, Usd, UsdPhysics
+from pxr import Gf, Sdf, Usd
 
 from usdforge.rules.mjcf.bodies import BodyMap, pose_matrix, translation
 from usdforge.rules.mjcf.load import LoadedModel
 from usdforge.rules.mjcf.slim import id2name
 from usdforge.rules.mjcf.usd import MjcfUsd, set_all, set_custom
 from usdforge.rules.robot.model import Mimic, Robot
-from usdforge.rules.usd.stage import matrix_to_pose, unique_name
+from usdforge.rules.usd.stage import matrix_to_pose, schema_attribute, unique_name
 
 _EQ = mujoco.mjtEq
 CONNECT, WELD, JOINT = int(_EQ.mjEQ_CONNECT), int(_EQ.mjEQ_WELD), int(_EQ.mjEQ_JOINT)
@@ -138,17 +138,22 @@ def _author_loop_joint(physics: Usd.Stage, path: Sdf.Path, kind: int, name: str,
                        sites: list[Sdf.Path] | None, usd: MjcfUsd) -> None:
     """One connect or weld equality's excluded joint in the physics stage (``author_loop_closures``):
     frames (4, 4) in each body; sites: the two sites of a site-based one, else None."""
-    joint = (UsdPhysics.SphericalJoint if kind == CONNECT else UsdPhysics.FixedJoint).Define(physics, path)
+    # UsdPhysics' joint and its properties, as its module authors them (not loaded: ``schema_attribute``).
+    joint = physics.DefinePrim(path, "PhysicsSphericalJoint" if kind == CONNECT else "PhysicsFixedJoint")
+
+    def body(n: int) -> Usd.Relationship:  # created where the schema's Create<Body>Rel would be
+        return joint.CreateRelationship(f"physics:body{n}", False)
+
     if path1 is not None:
-        joint.CreateBody0Rel().SetTargets([path1])
+        body(0).SetTargets([path1])
     if path2 is not None:
-        joint.CreateBody1Rel().SetTargets([path2])
+        body(1).SetTargets([path2])
     if sites is not None:
         # The joint between the two sites themselves, frames at the sites: MuJoCo's decoder reads that
         # as MuJoCo's site-based constraint (the sites pulled together, whatever their rest poses);
         # read as body anchors it would hold the bodies as they are at rest.
-        joint.CreateBody0Rel().SetTargets([sites[1]])
-        joint.CreateBody1Rel().SetTargets([sites[0]])
+        body(0).SetTargets([sites[1]])
+        body(1).SetTargets([sites[0]])
         frame1, frame2 = np.eye(4), np.eye(4)
     elif kind == CONNECT:
         # Only the anchors matter; orient both frames as the world so they agree at rest.
@@ -158,13 +163,13 @@ def _author_loop_joint(physics: Usd.Stage, path: Sdf.Path, kind: int, name: str,
         frame2 = frame2.copy()
         frame1[:3, :3] = rotation0.T
         frame2[:3, :3] = rotation1.T
-    joint.CreateLocalPos0Attr(Gf.Vec3f(*map(float, frame1[:3, 3])))
-    joint.CreateLocalRot0Attr(_quatf(frame1[:3, :3]))
-    joint.CreateLocalPos1Attr(Gf.Vec3f(*map(float, frame2[:3, 3])))
-    joint.CreateLocalRot1Attr(_quatf(frame2[:3, :3]))
-    joint.CreateExcludeFromArticulationAttr(True)
-    joint.CreateJointEnabledAttr(enabled)
-    set_custom(joint.GetPrim(), "usdforge:sourceName", name)
+    schema_attribute(joint, "physics:localPos0", Gf.Vec3f(*map(float, frame1[:3, 3])))
+    schema_attribute(joint, "physics:localRot0", _quatf(frame1[:3, :3]))
+    schema_attribute(joint, "physics:localPos1", Gf.Vec3f(*map(float, frame2[:3, 3])))
+    schema_attribute(joint, "physics:localRot1", _quatf(frame2[:3, :3]))
+    schema_attribute(joint, "physics:excludeFromArticulation", True)
+    schema_attribute(joint, "physics:jointEnabled", enabled)
+    set_custom(joint, "usdforge:sourceName", name)
 
 
 def _body_rotation(usd: MjcfUsd, path: Sdf.Path | None) -> np.ndarray:

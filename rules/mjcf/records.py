@@ -22,13 +22,13 @@ import math
 
 import mujoco
 import numpy as np
-from pxr import Gf, Sdf, UsdGeom, UsdLux
+from pxr import Gf, Sdf
 
 from usdforge.rules.usd import layer as sdf
 from usdforge.rules.mjcf.bodies import BALL, HINGE, SLIDE, pose_matrix, translation
 from usdforge.rules.mjcf.slim import id2name
 from usdforge.rules.mjcf.usd import MjcfUsd, relationship, set_all, set_custom
-from usdforge.rules.usd.stage import matrix_to_pose, set_local_transform, unique_name
+from usdforge.rules.usd.stage import matrix_to_pose, schema_attribute, set_local_transform, unique_name
 
 _GEOM = mujoco.mjtGeom
 #: Vertical film aperture (mm) of authored cameras; the focal length follows from MuJoCo's fovy.
@@ -182,16 +182,16 @@ def author_cameras(usd: MjcfUsd) -> None:
         path = _link_child(usd, int(model.cam_bodyid[camera]), "cameras", name, taken)
         if path is None:
             continue
-        prim = UsdGeom.Camera.Define(base, path)
-        _set_pose(prim.GetPrim(), pose_matrix(model.cam_pos[camera], model.cam_quat[camera]))
+        prim = base.DefinePrim(path, "Camera")  # UsdGeom.Camera's, without its module (``schema_attribute``)
+        _set_pose(prim, pose_matrix(model.cam_pos[camera], model.cam_quat[camera]))
         fovy = math.radians(float(model.cam_fovy[camera]))
-        prim.CreateVerticalApertureAttr(CAMERA_APERTURE)
-        prim.CreateHorizontalApertureAttr(CAMERA_APERTURE)
-        prim.CreateFocalLengthAttr(CAMERA_APERTURE / (2.0 * math.tan(fovy / 2.0)))
-        prim.CreateClippingRangeAttr(Gf.Vec2f(float(model.vis.map.znear * extent),
-                                              float(model.vis.map.zfar * extent)))
-        set_custom(prim.GetPrim(), "usdforge:sourceName", name)
-        set_custom(prim.GetPrim(), "mjcf:mode", _MODES.get(int(model.cam_mode[camera]), "fixed"))
+        schema_attribute(prim, "verticalAperture", CAMERA_APERTURE)
+        schema_attribute(prim, "horizontalAperture", CAMERA_APERTURE)
+        schema_attribute(prim, "focalLength", CAMERA_APERTURE / (2.0 * math.tan(fovy / 2.0)))
+        schema_attribute(prim, "clippingRange", Gf.Vec2f(float(model.vis.map.znear * extent),
+                                                         float(model.vis.map.zfar * extent)))
+        set_custom(prim, "usdforge:sourceName", name)
+        set_custom(prim, "mjcf:mode", _MODES.get(int(model.cam_mode[camera]), "fixed"))
 
 
 def _direction_pose(position: np.ndarray, direction: np.ndarray) -> np.ndarray:
@@ -220,19 +220,21 @@ def author_lights(usd: MjcfUsd) -> None:
         if path is None:
             continue
         kind = int(model.light_type[light])
+        # UsdLux's prims, API schema and attributes, without its module (``schema_attribute``).
         if kind == int(kinds.mjLIGHT_DIRECTIONAL):
-            prim = UsdLux.DistantLight.Define(base, path)
+            prim = base.DefinePrim(path, "DistantLight")
         else:
-            prim = UsdLux.SphereLight.Define(base, path)
-            prim.CreateRadiusAttr(float(model.light_bulbradius[light]))
+            prim = base.DefinePrim(path, "SphereLight")
+            schema_attribute(prim, "inputs:radius", float(model.light_bulbradius[light]))
             if kind == int(kinds.mjLIGHT_SPOT):
-                UsdLux.ShapingAPI.Apply(prim.GetPrim()).CreateShapingConeAngleAttr(float(model.light_cutoff[light]))
-        _set_pose(prim.GetPrim(), _direction_pose(model.light_pos[light], model.light_dir[light]))
-        prim.CreateColorAttr(Gf.Vec3f(*map(float, np.clip(model.light_diffuse[light], 0.0, 1.0))))
-        prim.CreateIntensityAttr(float(model.light_intensity[light]) or 1.0)
-        set_custom(prim.GetPrim(), "usdforge:sourceName", name)
-        set_custom(prim.GetPrim(), "mjcf:castShadow", bool(model.light_castshadow[light]))
-        set_custom(prim.GetPrim(), "mjcf:active", bool(model.light_active[light]))
+                prim.AddAppliedSchema("ShapingAPI")
+                schema_attribute(prim, "inputs:shaping:cone:angle", float(model.light_cutoff[light]))
+        _set_pose(prim, _direction_pose(model.light_pos[light], model.light_dir[light]))
+        schema_attribute(prim, "inputs:color", Gf.Vec3f(*map(float, np.clip(model.light_diffuse[light], 0.0, 1.0))))
+        schema_attribute(prim, "inputs:intensity", float(model.light_intensity[light]) or 1.0)
+        set_custom(prim, "usdforge:sourceName", name)
+        set_custom(prim, "mjcf:castShadow", bool(model.light_castshadow[light]))
+        set_custom(prim, "mjcf:active", bool(model.light_active[light]))
 
 
 def author_records(usd: MjcfUsd) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
-from pxr import Gf, Sdf, UsdPhysics
+from pxr import Gf, Sdf
 
 from usdforge.rules.mjcf.usd import MjcfUsd, set_all
 
@@ -49,6 +49,8 @@ def author_scene(usd: MjcfUsd) -> Sdf.Path:
     option = usd.loaded.model.opt
     path = usd.scope("PhysicsScene")
     if usd.authored("physics"):  # else restored: no stage opened on its stand-in
+        from pxr import UsdPhysics  # here: only with import_physics_scene
+
         scene = UsdPhysics.Scene.Define(usd.ctx.stage("physics"), path)
         gravity = np.asarray(option.gravity, dtype=np.float64)
         magnitude = float(np.linalg.norm(gravity))

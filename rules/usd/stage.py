@@ -159,16 +159,33 @@ def unique_name(name: str, taken: set[str]) -> str:
 def set_local_transform(prim: Usd.Prim, translation: Iterable[float] = (0.0, 0.0, 0.0),
                         orientation_wxyz: Iterable[float] = (1.0, 0.0, 0.0, 0.0),
                         scale: Iterable[float] | None = None) -> None:
-    """Author translate / orient (double precision) / optional scale ops on ``prim``, replacing any."""
-    from pxr import UsdGeom
+    """Author translate / orient (double precision) / optional scale ops on ``prim``, replacing any.
 
-    xformable = UsdGeom.Xformable(prim)
-    xformable.ClearXformOpOrder()
-    xformable.AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*map(float, translation)))
+    The specs UsdGeom.Xformable's ``ClearXformOpOrder`` and ``Add*Op`` author, in their order (the op
+    order first, then each op), through the prim's generic API: no UsdGeom module to load
+    (``tests/test_mesh_rule.py`` compares the two)."""
+    order = prim.CreateAttribute("xformOpOrder", Sdf.ValueTypeNames.TokenArray, False, Sdf.VariabilityUniform)
+    order.Set(Vt.TokenArray())
+    ops = [("xformOp:translate", Sdf.ValueTypeNames.Double3, Gf.Vec3d(*map(float, translation)))]
     w, x, y, z = map(float, orientation_wxyz)
-    xformable.AddOrientOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Quatd(w, Gf.Vec3d(x, y, z)))
+    ops.append(("xformOp:orient", Sdf.ValueTypeNames.Quatd, Gf.Quatd(w, Gf.Vec3d(x, y, z))))
     if scale is not None:
-        xformable.AddScaleOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*map(float, scale)))
+        ops.append(("xformOp:scale", Sdf.ValueTypeNames.Double3, Gf.Vec3d(*map(float, scale))))
+    for name, value_type, value in ops:
+        prim.CreateAttribute(name, value_type, False).Set(value)
+    order.Set(Vt.TokenArray([name for name, _, _ in ops]))
+
+
+def schema_attribute(prim: Usd.Prim, name: str, value: object) -> None:
+    """Author ``value`` on the attribute ``name`` of ``prim``'s schemas (its type or an applied API schema)
+    as the schema class's ``Create<Name>Attr(value)`` does (not custom; the type and variability of the
+    schema's definition), through pxr.Usd alone: a robot conversion loads no UsdGeom, UsdPhysics, UsdShade
+    or UsdLux module (tens of ms of a one-off conversion). ValueError when the schemas define no such
+    attribute."""
+    definition = prim.GetPrimDefinition().GetAttributeDefinition(name)
+    if not definition:
+        raise ValueError(f"{prim.GetPath()}: its schemas define no attribute {name}")
+    prim.CreateAttribute(name, definition.GetTypeName(), False, definition.GetVariability()).Set(value)
 
 
 def matrix_to_pose(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
