@@ -335,6 +335,10 @@ class Store:
         #: The size limit in bytes (None: none; True: ``max_cache_bytes()``), kept by pruning as it writes.
         self.max_bytes = max_cache_bytes() if max_bytes is True else (max_bytes or None)
         self._written = 0  # bytes this store wrote
+        #: A conversion's background writes (``rules.robot.meshes.write_in_background``) store beside its
+        #: own thread: ``_written`` is added to under one lock, and one thread checks and prunes at a time.
+        self._written_lock = threading.Lock()
+        self._check_lock = threading.Lock()
         self._next_check = 0  # when _written reaches this, the size is checked (0: at the first store)
         self._warned: set[str] = set()
         self._batch = threading.local()  # .lines: what ``records_batched`` holds back in this thread
@@ -486,7 +490,8 @@ class Store:
         except OSError as exc:
             self._disable(exc)
             return None
-        self._written += written
+        with self._written_lock:
+            self._written += written
         self.keep_limit()
         return objects
 
@@ -524,6 +529,16 @@ class Store:
         the cache under half its limit (a one-off conversion need not scan a large cache)."""
         if self.max_bytes is None or self._written < self._next_check:
             return
+        if not self._check_lock.acquire(blocking=False):
+            return  # another thread of this store is checking: its check covers these bytes
+        try:
+            self._check_size()
+        finally:
+            self._check_lock.release()
+
+    def _check_size(self) -> None:
+        if self._written < self._next_check:
+            return  # checked by another thread meanwhile
         first = self._next_check == 0
         self._next_check = self._written + self.max_bytes // 10
         if first and self._recently_small():

@@ -829,3 +829,33 @@ def test_storing_known_objects_reads_and_hashes_nothing_and_an_unchanged_entry_i
     store.put_entry("3" * 64, again)
     assert set(again._read) == {"a.usda", "b.usda"}
     assert store.get_entry("3" * 64).files == {"a.usda": b"restored", "b.usda": b"authored"}
+
+
+def test_background_cache_writes_run_in_order_on_one_thread_and_are_joined():
+    """``write_in_background`` inside ``mesh_cache``: every write on one writer thread (a fresh cache and
+    hundreds of meshes started a thread each), in order, all done when the block ends; a failing write
+    logs a warning naming its error and the others still run."""
+    import threading
+
+    from usdforge.rules.robot.meshes import mesh_cache, write_in_background
+
+    ran: list[tuple[int, str]] = []
+    gate = threading.Event()
+
+    def write(n: int) -> None:
+        if n == 0:
+            gate.wait(5)  # the later writes queue behind this one
+        if n == 2:
+            raise OSError("disk full")
+        ran.append((n, threading.current_thread().name))
+
+    before = threading.active_count()
+    with mesh_cache(None):
+        for n in range(5):
+            write_in_background(lambda n=n: write(n))
+        assert threading.active_count() == before + 1 and ran == []
+        gate.set()
+    assert [n for n, _ in ran] == [0, 1, 3, 4]
+    assert {name for _, name in ran} == {"usdforge-cache-write"}
+    write_in_background(lambda: write(9))  # outside a block: now, in this thread
+    assert ran[-1] == (9, threading.current_thread().name)

@@ -187,13 +187,17 @@ def test_no_thread_loads_a_native_module_beside_another_without_native_loads(tmp
     Image.new("RGB", (64, 64), (200, 30, 30)).save(tmp_path / "skin.png")
     (tmp_path / "model.xml").write_text(
         '<mujoco><asset><texture name="skin" file="skin.png" type="2d"/><material name="m" texture="skin"/>'
-        '</asset><worldbody><body><freejoint/><geom size="0.1" material="m"/></body></worldbody></mujoco>')
+        '</asset><worldbody><body gravcomp="0.5"><freejoint/><geom size="0.1" material="m"/></body></worldbody>'
+        '</mujoco>')  # gravcomp: the Usd-level writer (UsdPhysics ...) loads while the texture thread may run
     code = (
         "import sys, threading\n"
         "from usdforge.rules.native_loads import NATIVE_LOADS\n"
         "seen = []\n"
         "def hook(event, args):\n"
-        "    if event == 'import' and threading.current_thread() is not threading.main_thread():\n"
+        "    if event != 'import':\n"
+        "        return\n"
+        "    if threading.current_thread() is not threading.main_thread() or any(\n"
+        "            t.name == 'usdforge-texture-check' for t in threading.enumerate()):\n"
         "        seen.append((threading.current_thread().name, args[0], NATIVE_LOADS._is_owned()))\n"
         "sys.addaudithook(hook)\n"
         "from usdforge.pipeline.cli import main\n"

@@ -24,6 +24,7 @@ from pxr import Sdf
 from usdforge.rules.usd import layer as sdf
 
 from usdforge.rules.mjcf.bodies import BALL, HINGE, SLIDE
+from usdforge.rules.native_loads import import_exclusively
 from usdforge.rules.mjcf.usd import MjcfUsd, limited_token, set_all, set_custom
 from usdforge.schemas.mujoco import MujocoRigidBodyPropertiesCfg
 from usdforge.schemas.units import radians_to_degrees
@@ -123,8 +124,9 @@ def author_body_dynamics(usd: MjcfUsd) -> None:
         if gravcomp == 0.0 or not usd.authored("mujoco"):
             continue
         if 0.0 <= gravcomp <= 1.0:
-            from usdforge.schemas.writer import author_cfg  # here: the Usd-level writer, for gravcomp only
-
+            # The Usd-level writer (it loads UsdPhysics, UsdGeom, UsdShade), for gravcomp only; never
+            # beside another thread's native load (rules.native_loads).
+            author_cfg = import_exclusively("usdforge.schemas.writer").author_cfg
             author_cfg(usd.ctx.prim("mujoco", path), MujocoRigidBodyPropertiesCfg(gravcomp=gravcomp))
         else:
             # MuJoCo allows over-compensation (buoyancy); the cfg covers [0, 1] only.

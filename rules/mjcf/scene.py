@@ -14,6 +14,8 @@ import mujoco
 import numpy as np
 from pxr import Gf, Sdf
 
+from usdforge.rules.native_loads import import_exclusively
+
 from usdforge.rules.mjcf.usd import MjcfUsd, set_all
 
 #: ``mjc:flag:*`` names of MuJoCo 4.0's ``MjcSceneAPI``.
@@ -49,8 +51,8 @@ def author_scene(usd: MjcfUsd) -> Sdf.Path:
     option = usd.loaded.model.opt
     path = usd.scope("PhysicsScene")
     if usd.authored("physics"):  # else restored: no stage opened on its stand-in
-        from pxr import UsdPhysics  # here: only with import_physics_scene
-
+        # Here: only with import_physics_scene; never beside another thread's native load (rules.native_loads).
+        UsdPhysics = import_exclusively("pxr.UsdPhysics")
         scene = UsdPhysics.Scene.Define(usd.ctx.stage("physics"), path)
         gravity = np.asarray(option.gravity, dtype=np.float64)
         magnitude = float(np.linalg.norm(gravity))

@@ -139,10 +139,10 @@ def _base(walk: _Walk) -> tuple[bool, list[float], list[float], list[float]]:
 def _pose(prim: Usd.Prim) -> tuple[list[float], list[float]]:
     """A body's rest pose in the asset (bodies are authored flat under the root): pos, rot (x, y, z, w)."""
     matrix = _local_matrix(prim)
-    if matrix is None:
-        from pxr import UsdGeom
+    if matrix is None:  # UsdGeom, never beside another thread's native load (rules.native_loads)
+        from usdforge.rules.native_loads import import_exclusively
 
-        matrix = UsdGeom.Xformable(prim).GetLocalTransformation()
+        matrix = import_exclusively("pxr.UsdGeom").Xformable(prim).GetLocalTransformation()
     t, q = matrix.ExtractTranslation(), matrix.ExtractRotationQuat()
     return [round(float(v), 9) for v in t], [round(float(v), 9) for v in (*q.GetImaginary(), q.GetReal())]
 

@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import queue
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -381,8 +382,37 @@ _MESH_CACHE: ContextVar[tuple[Any, Callable[[Path], str]] | None] = ContextVar("
 #: The files whose code decides the parts read from a mesh file (their bytes are part of the cache key).
 _READER_CODE = (Path(__file__), Path(__file__).parents[1] / "mesh" / "read.py",
                 Path(__file__).parents[1] / "mesh" / "assimp_read.py")
-#: Cache writes running in threads inside the enclosing ``mesh_cache`` (``write_in_background``).
-_PENDING_WRITES: ContextVar[list[threading.Thread] | None] = ContextVar("usdforge_cache_writes", default=None)
+class _Writer:
+    """A conversion's background cache writes (``write_in_background``), run in order on one thread started
+    at the first: a fresh cache and a model of hundreds of meshes would otherwise start a thread per mesh.
+    ``join`` waits for every write submitted."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, write: Callable[[], None]) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="usdforge-cache-write")
+            self._thread.start()
+        self._queue.put(write)
+
+    def _run(self) -> None:
+        while (write := self._queue.get()) is not None:
+            try:
+                write()
+            except Exception as exc:  # noqa: BLE001 - a cache write never fails a build
+                logging.getLogger("usdforge").warning("warning: a build cache write failed (%s: %s): not stored",
+                                                      type(exc).__name__, exc)
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+
+
+#: The writer of the enclosing ``mesh_cache`` (``write_in_background``).
+_PENDING_WRITES: ContextVar[_Writer | None] = ContextVar("usdforge_cache_writes", default=None)
 _PARTS_FILE = "parts.bin"
 
 
@@ -391,33 +421,23 @@ def mesh_cache(store: Any, digest: Callable[[Path], str] | None = None) -> Itera
     """Read mesh files through ``store`` (None: no cache) within the block; ``digest`` hashes a file
     (default: SHA-256 of its bytes; a caller that hashed the files already passes its memo)."""
     token = _MESH_CACHE.set(None if store is None else (store, digest or _file_sha))
-    pending = _PENDING_WRITES.set([])
+    pending = _PENDING_WRITES.set(_Writer())
     try:
         yield
     finally:
-        for thread in _PENDING_WRITES.get():
-            thread.join()  # every write is in the cache when the block ends (the next build may need it)
+        _PENDING_WRITES.get().join()  # every write is in the cache when the block ends (the next build may need it)
         _PENDING_WRITES.reset(pending)
         _MESH_CACHE.reset(token)
 
 
 def write_in_background(write: Callable[[], None]) -> None:
-    """Run ``write`` (a large build-cache write: hashing and writing tens of MB) in a thread beside the
-    rest of the conversion; the enclosing ``mesh_cache`` waits for it as it ends. Outside one: now."""
+    """Run ``write`` (a build-cache write: hashing and writing files) on the enclosing ``mesh_cache``'s
+    writer thread, beside the rest of the conversion; the block waits for it as it ends. Outside one: now."""
     pending = _PENDING_WRITES.get()
     if pending is None:
         write()
         return
-
-    def guarded() -> None:
-        try:
-            write()
-        except Exception as exc:  # noqa: BLE001 - a cache write never fails a build
-            logging.getLogger("usdforge").warning("warning: a build cache write failed (%s): not stored", exc)
-
-    thread = threading.Thread(target=guarded, name="usdforge-cache-write")
-    thread.start()
-    pending.append(thread)
+    pending.submit(write)
 
 
 def active_mesh_cache() -> tuple[Any, Callable[[Path], str]] | None:

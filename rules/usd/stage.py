@@ -172,6 +172,9 @@ def set_local_transform(prim: Usd.Prim, translation: Iterable[float] = (0.0, 0.0
     if scale is not None:
         ops.append(("xformOp:scale", Sdf.ValueTypeNames.Double3, Gf.Vec3d(*map(float, scale))))
     for name, value_type, value in ops:
+        existing = prim.GetAttribute(name)
+        if existing and existing.GetTypeName() != value_type:  # UsdGeom's Add*Op refuses it too
+            raise ValueError(f"{prim.GetPath()}: {name} exists as {existing.GetTypeName()}, not {value_type}")
         prim.CreateAttribute(name, value_type, False).Set(value)
     order.Set(Vt.TokenArray([name for name, _, _ in ops]))
 
@@ -181,7 +184,8 @@ def schema_attribute(prim: Usd.Prim, name: str, value: object) -> None:
     as the schema class's ``Create<Name>Attr(value)`` does (not custom; the type and variability of the
     schema's definition), through pxr.Usd alone: a robot conversion loads no UsdGeom, UsdPhysics, UsdShade
     or UsdLux module (tens of ms of a one-off conversion). ValueError when the schemas define no such
-    attribute."""
+    attribute. The prim's composed definition is read: ``prim`` is one this stage's edit target defines
+    (as every writer here does: one layer per stage), not one a stronger layer gives another type."""
     definition = prim.GetPrimDefinition().GetAttributeDefinition(name)
     if not definition:
         raise ValueError(f"{prim.GetPath()}: its schemas define no attribute {name}")
