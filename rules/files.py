@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
 from usdforge.rules.errors import ConversionError
+from usdforge.rules.native_loads import NATIVE_LOADS
 
 #: Largest model description (URDF, MJCF and its includes) read, in bytes.
 MAX_MODEL_BYTES = 256 << 20
@@ -211,8 +212,6 @@ class _TextureCheck:
             self._thread.start()
 
     def _decode(self) -> None:
-        from usdforge.rules.native_loads import NATIVE_LOADS
-
         # What the decodes load that the calling thread has not (zlib-ng, the thread pool's modules), loaded
         # first, never beside a pxr load (``rules.native_loads``); Pillow and the plugins of these files'
         # formats were loaded where their headers were read.

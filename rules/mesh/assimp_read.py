@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from usdforge.rules.native_loads import NATIVE_LOADS
 from usdforge.rules.versions import distribution_version
 
 #: Extensions Assimp reads first (lower case, no dot). glTF/GLB, OBJ, PLY, OFF, STL, COLLADA, FBX.
@@ -496,8 +497,6 @@ class _ReaderProcess:
         # what a subverted child writes there changes nothing here.
         self.waiting = mmap.mmap(-1, 8)
         self.answered = 0
-        from usdforge.rules.native_loads import NATIVE_LOADS
-
         with NATIVE_LOADS:  # no other thread inside the dynamic loader (its lock held in the child)
             self.pid = os.fork()
         if self.pid == 0:

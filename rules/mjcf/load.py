@@ -11,6 +11,7 @@ trustworthy mass, unless their inertial is explicit: ``LoadedModel.unknown_mass`
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import warnings
@@ -166,21 +167,18 @@ def _geom_carries_mass(geom: mujoco.MjsGeom) -> bool:
     return not (geom.mass == 0.0 or (np.isnan(geom.mass) and geom.density == 0.0))
 
 
-def _quietly(work: Callable[[], object]) -> Callable[[], None]:
-    def run() -> None:
-        try:
-            work()
-        except BaseException:  # noqa: BLE001 - done again by the caller, which meets the error itself
-            pass
-    return run
-
-
 def _compiled(spec: mujoco.MjSpec, alongside: Callable[[], object] | None) -> mujoco.MjModel:
     """``spec.compile()``, with ``alongside`` run on a thread meanwhile and joined before this returns or
     raises (no thread is left importing when a reading child is forked later)."""
     if alongside is None:
         return spec.compile()
-    thread = threading.Thread(target=_quietly(alongside), name="usdforge-alongside-compile", daemon=True)
+
+    def quietly() -> None:
+        # A failure is the caller's to meet: it does the same work after the compile (an import raising again).
+        with contextlib.suppress(Exception):
+            alongside()
+
+    thread = threading.Thread(target=quietly, name="usdforge-alongside-compile", daemon=True)
     thread.start()
     try:
         return spec.compile()

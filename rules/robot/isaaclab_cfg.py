@@ -31,8 +31,9 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from pxr import Sdf, Tf, Usd
+from pxr import Gf, Sdf, Tf, Usd
 
+from usdforge.rules.native_loads import import_exclusively
 from usdforge.rules.outputs import articulation_cfg_file_name
 
 #: Effort limit (N·m or N) written where the asset has none or 0: without one, MuJoCo-Warp (Isaac Lab's
@@ -140,8 +141,6 @@ def _pose(prim: Usd.Prim) -> tuple[list[float], list[float]]:
     """A body's rest pose in the asset (bodies are authored flat under the root): pos, rot (x, y, z, w)."""
     matrix = _local_matrix(prim)
     if matrix is None:  # UsdGeom, never beside another thread's native load (rules.native_loads)
-        from usdforge.rules.native_loads import import_exclusively
-
         matrix = import_exclusively("pxr.UsdGeom").Xformable(prim).GetLocalTransformation()
     t, q = matrix.ExtractTranslation(), matrix.ExtractRotationQuat()
     return [round(float(v), 9) for v in t], [round(float(v), 9) for v in (*q.GetImaginary(), q.GetReal())]
@@ -151,8 +150,6 @@ def _local_matrix(prim: Usd.Prim) -> Any:
     """The local transformation of a prim whose ops are a translate and an orient (how the writer authors a
     body), composed as UsdGeom composes them but without its Python module; None for any other op order
     (UsdGeom's ``GetLocalTransformation`` then)."""
-    from pxr import Gf
-
     order = prim.GetAttribute("xformOpOrder").Get()
     if order is None or list(order) != ["xformOp:translate", "xformOp:orient"]:
         return None
