@@ -45,6 +45,7 @@ import shutil
 import stat
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
@@ -299,6 +300,16 @@ def _small_file_identity(path: Path, sha: str, names: int = 1, data: bytes | Non
     return (info.st_dev, info.st_ino) if same else None
 
 
+def verified_small_file(path: Path, sha: str) -> bytes | None:
+    """The bytes of ``path`` when ``same_small_file(path, sha)`` (a regular file of one name, at most
+    ``SAME_FILE_MAX_BYTES``, whose SHA-256 is ``sha``; no link followed), read once; else None."""
+    try:
+        found, info = _read_regular_stat(str(path), None, SAME_FILE_MAX_BYTES)
+    except OSError:
+        return None
+    return found if info.st_nlink == 1 and sha256_bytes(found) == sha else None
+
+
 def link_same_small_file(source: Path, sha: str, destination: Path, data: bytes | None = None) -> tuple[int, int] | None:
     """Make ``destination`` (absent) a hard link of ``source`` when ``same_small_file(source, sha, 1, data)``: a file
     with those bytes without writing one (creating a file cost 330 µs on this machine's disk in a slow
@@ -342,6 +353,14 @@ class Store:
         self._next_check = 0  # when _written reaches this, the size is checked (0: at the first store)
         self._warned: set[str] = set()
         self._batch = threading.local()  # .lines: what ``records_batched`` holds back in this thread
+        #: Descriptors of the top folders (``_TOP_FOLDERS``) held once opened: a rebuild reaches into them a
+        #: few dozen times, and opening the root and the top folder each time was two thirds of every
+        #: open (``_open_folder``). One replaced (the folder removed or swapped meanwhile: ``clear``) is
+        #: kept open until the store is collected: another thread may be using its number.
+        self._held: dict[str, tuple[int, tuple[int, int]]] = {}  # top folder → (descriptor, (device, inode))
+        self._retired: list[int] = []
+        self._held_lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._held, self._retired)
 
     # -- paths
     def _object_path(self, sha: str) -> Path:
@@ -357,7 +376,41 @@ class Store:
     def _open_folder(self, parts: tuple[str, ...], create: bool = False) -> int:
         """A descriptor of the folder ``root/<parts…>``, each part opened without following a symbolic
         link (a link planted in a shared cache cannot send a read, write or removal elsewhere); made when
-        ``create``. The root itself is the user's choice and may be a link. Raises OSError."""
+        ``create``. The root itself is the user's choice and may be a link. Raises OSError. The caller
+        closes it.
+
+        Below a top folder (``objects/ab``, ``entries/ab``, ``claims/ab``) the path is opened from the top
+        folder's held descriptor (``_held_top``) while ``root/<top>`` still names that folder (one lstat
+        instead of opening the root and the top folder again); once it names another (removed and made
+        again by ``clear``, or a link planted in its place), it is opened afresh as the first time."""
+        if len(parts) >= 2 and parts[0] in _TOP_FOLDERS:
+            return _open_below(self._held_top(parts[0], create), parts[1:], create)
+        return self._open_path(parts, create)
+
+    def _held_top(self, name: str, create: bool) -> int:
+        """The held descriptor of the top folder ``name`` when ``root/name`` still names the folder it
+        describes (same device and inode, no link followed); else that folder opened as ``_open_path`` opens
+        it, and held. Never closed by a caller: one replaced is closed when the store is collected (another
+        thread may still be using its number)."""
+        held = self._held.get(name)
+        if held is not None:
+            try:
+                now = os.lstat(f"{self._root_name}/{name}")
+                if (now.st_dev, now.st_ino) == held[1] and stat.S_ISDIR(now.st_mode):
+                    return held[0]
+            except OSError:
+                pass  # gone: opened afresh below (made when ``create``, else FileNotFoundError)
+        opened = self._open_path((name,), create)
+        info = os.fstat(opened)
+        with self._held_lock:
+            replaced = self._held.get(name)  # this thread's stale one, or one another thread held meanwhile
+            if replaced is not None:
+                self._retired.append(replaced[0])
+            self._held[name] = (opened, (info.st_dev, info.st_ino))
+        return opened
+
+    def _open_path(self, parts: tuple[str, ...], create: bool) -> int:
+        """``_open_folder`` from the root, every part opened (none held)."""
         try:
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
@@ -983,6 +1036,43 @@ def _mtime(path: Path) -> float:
         return os.lstat(path).st_mtime
     except OSError:
         return 0.0
+
+
+#: The cache's top folders, whose descriptors a Store holds (``Store._held_top``).
+_TOP_FOLDERS = frozenset({"objects", "entries", "claims"})
+
+
+def _open_below(top: int, parts: tuple[str, ...], create: bool) -> int:
+    """A new descriptor of the folder ``<top>/<parts…>`` (``parts`` not empty; ``top`` a descriptor the caller
+    keeps open), each part opened without following a symbolic link; made when ``create``. Raises OSError."""
+    fd = top
+    try:
+        for part in parts:
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            if fd != top:
+                os.close(fd)
+            fd = child
+    except BaseException:
+        if fd != top:
+            os.close(fd)
+        raise
+    return fd
+
+
+def _close_all(held: dict[str, tuple[int, tuple[int, int]]], retired: list[int]) -> None:
+    """Close a collected store's held descriptors."""
+    for fd in [*(fd for fd, _ in held.values()), *retired]:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    held.clear()
+    retired.clear()
 
 
 def _lsize(path: str | Path) -> int:

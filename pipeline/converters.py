@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 import attrs
 
 from usdforge.pipeline.atomic import build_atomically, relative_names
-from usdforge.pipeline.cache import (KnownFiles, Store, link_same_small_file, open_store, same_small_file,
-                                     unsafe_file_names)
+from usdforge.pipeline.cache import (KnownFiles, Store, is_sha256, link_same_small_file, open_store, same_small_file,
+                                     unsafe_file_names, verified_small_file)
 from usdforge.pipeline.code_version import code_stamp
 from usdforge.pipeline.content_key import (absolute_location, cache_key, library_versions, location_free_digest,
                                            reference_names, resolve_name)
@@ -178,6 +178,8 @@ class AssetConverterBase:
             store.record(self.kind, hit=cached is not None)
         provenance = {"version": __version__, "kind": self.kind, "source": asset.name, "source_sha256": asset_sha,
                       "config_digest": self._digest, "cache_key": key}
+        #: {unit: key} of the units whose files this conversion publishes as they are (``LazyKey.units``).
+        published_units: dict[str, str] = {}
         #: name → ((device, inode), SHA-256, bytes, path in the temporary folder) of an output left in place.
         kept: dict[str, tuple[tuple[int, int], str, bytes, Path]] = {}
 
@@ -236,6 +238,11 @@ class AssetConverterBase:
                 if not keep(name, outputs[name], path, data):
                     path.write_bytes(data)
                 written.append(path)
+            if self.kind != "mesh":  # the units its files are, as a conversion records them (LazyKey.units)
+                from usdforge.rules.robot.layer_reuse import output_units
+
+                units = unit_keys(self.kind, self.cfg, source_key(self.kind, self.cfg, asset_sha, named, location))
+                published_units.update(output_units(units, unit_files(self._usd_file_name), cached.files))
             return written
 
         def convert(staging: Path) -> list[Path]:
@@ -246,23 +253,35 @@ class AssetConverterBase:
             from usdforge.rules.robot.meshes import mesh_cache
 
             from usdforge.rules.robot.intermediate import intermediate_scope
-            from usdforge.rules.robot.layer_reuse import layer_scope, restored_objects, store_units
+            from usdforge.rules.robot.layer_reuse import layer_scope, output_units, restored_objects, store_units
 
-            # The robot as read and each layer of the output are reused on their own (pipeline.layer_keys).
-            source = source_key(self.kind, self.cfg, asset_sha, named, location) \
-                if store is not None and self.kind != "mesh" else None
+            # The robot as read and each layer of the output are reused on their own (pipeline.layer_keys); the
+            # units' keys are recorded in the lazy key with or without a cache (LazyKey.units).
+            source = source_key(self.kind, self.cfg, asset_sha, named, location) if self.kind != "mesh" else None
             units = unit_keys(self.kind, self.cfg, source) if source is not None else \
                 mesh_unit_keys(self.cfg, asset_sha, named) if store is not None and self.kind == "mesh" else {}
             unit_names = unit_files(self._usd_file_name)
             reuse = store if use_cache else None
+            recorded = previous.units if previous is not None and isinstance(previous.units, dict) else {}
+
+            def left(unit: str, unit_key: str) -> dict[str, tuple[bytes, str]] | None:
+                """The unit's file as the previous build left it, when that build recorded the unit under
+                ``unit_key`` and the file still holds the bytes it wrote (read once and hashed)."""
+                name = unit_names.get(unit)
+                sha = previous.outputs.get(name) if name is not None and recorded.get(unit) == unit_key \
+                    and isinstance(previous.outputs, dict) else None
+                data = verified_small_file(self._usd_dir / name, sha) if is_sha256(sha) else None
+                return None if data is None else {name: (data, sha)}
+
             # Textures are decoded in the background, joined (a bad one raising) before anything is stored
             # or published, inside the mesh cache that records their verdicts.
             with mesh_cache(store if use_cache else None, self._file_digest), recording() as warned, \
-                    intermediate_scope(reuse, source), layer_scope(reuse, units, unit_names, keep) as restored, \
+                    intermediate_scope(reuse, source), layer_scope(reuse, units, unit_names, keep, left) as restored, \
                     provenance_on_save(staging / self._usd_file_name, provenance) as stamped, \
                     texture_checks_overlapped():
                 written = rule(self.kind).convert(self.cfg, staging)
                 verbatim = restored_objects()
+            published_units.update(output_units(units, unit_names, relative_names(written, staging)))
             if not stamped:  # not saved with the record (a binary layer, a layer the rule wrote otherwise)
                 stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
@@ -289,7 +308,8 @@ class AssetConverterBase:
                 source=Path(os.path.relpath(asset, self._usd_dir)).as_posix(), asset={asset.name: asset_sha},
                 libraries=library_versions(self.kind), code=code_stamp(), location=location or {},
                 references=named, outputs={name: outputs.get(name) or file_digest(path) for name, path in written.items()},
-                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths}), reading=reading)
+                cfg=self._readable_cfg(), stamps=self._input_stamps({asset.name: asset, **paths}), reading=reading,
+                units=published_units)
             return key_to_toml(self.lazy_key)
 
         if cached is not None:

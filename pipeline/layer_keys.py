@@ -14,7 +14,7 @@ import attrs
 
 from usdforge.pipeline.code_version import code_stamp, library_versions
 from usdforge.rules.outputs import ROBOT_LAYER_FILES, articulation_cfg_file_name, instanceable_meshes_path
-from usdforge.rules.robot.layer_fields import LAYER_FIELDS, PROJECTIONS, READ_FIELDS, view
+from usdforge.rules.robot.layer_fields import LAYER_FIELDS, PROJECTIONS, READ_FIELDS
 from usdforge.rules.robot.layer_reuse import FACTS_UNIT, MESH_UNIT, PATCH_BASES, SELF_COLLISION_BASES
 from usdforge.schemas import __version__
 
@@ -26,8 +26,17 @@ KEYED_UNITS = ("base", "instances", "geometry", "materials", "physics", "physx",
                "articulation_cfg")
 
 
+#: The JSON encoder of key texts (``json.dumps`` with these options makes an encoder per call).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _canonical(payload: Any) -> str:
+    """``payload`` as the JSON text keys are hashed from (sorted keys, no spaces)."""
+    return _ENCODER.encode(payload)
+
+
 def _digest(payload: Any) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+    return hashlib.sha256(_canonical(payload).encode()).hexdigest()
 
 
 def _plain(value: Any) -> Any:
@@ -106,39 +115,49 @@ DRIVE_FIELDS = {"urdf": ("joint_drive",),
 
 def unit_keys(kind: str, cfg: Any, source: str) -> dict[str, str]:
     """{unit: key} of the units of a layered robot output that are reused on their own (``KEYED_UNITS``);
-    empty for a mesh or a single-file output. A unit's fields are read through its ``FieldView``: a key
-    can hold no field the unit does not declare, and holds every one it does."""
+    empty for a mesh or a single-file output. A unit's key holds exactly the fields it declares
+    (``LAYER_FIELDS``), each as its ``FieldView`` gives it (``PROJECTIONS``): it can hold no field the unit
+    does not declare, and holds every one it does.
+
+    Each key is the SHA-256 of ``{"fields": {...}, "file": …, "source": …, "unit": …}`` as ``_digest`` writes it;
+    the text of each field's value is made once for all the units that read it (a conversion and a restore
+    compute the keys of a dozen units, most of whose fields are shared)."""
     if kind not in LAYER_FIELDS or not cfg.run_asset_transformer:
         return {}
+    texts: dict[tuple[str, Any], str] = {}  # (field, projection or None) → its value's canonical JSON
+
+    def text(name: str, projection: Any) -> str:
+        found = texts.get((name, projection))
+        if found is None:
+            value = getattr(cfg, name)
+            found = texts[(name, projection)] = _canonical(_plain(value if projection is None else projection(value)))
+        return found
+
+    tail = f',"file":{_canonical(cfg.usd_file_name)},"source":{_canonical(source)},"unit":'
+
+    def digest(unit: str, fields: dict[str, str]) -> str:
+        """``_digest({"unit": unit, "source": source, "fields": …, "file": …})`` of fields given as text."""
+        body = ",".join(f'"{name}":{value}' for name, value in sorted(fields.items()))  # names: identifiers
+        return hashlib.sha256(f'{{"fields":{{{body}}}{tail}{_canonical(unit)}}}'.encode()).hexdigest()
+
     keys = {}
-    plain: dict[str, tuple[Any, Any]] = {}  # field → (the value a view gave, its plain data): most units share fields
-
-    def field(seen: Any, name: str) -> Any:
-        value = getattr(seen, name)
-        known = plain.get(name)
-        if known is None or known[0] is not value:  # a projected value is another object: made again
-            known = plain[name] = (value, _plain(value))
-        return known[1]
-
     for unit in KEYED_UNITS:
         if unit == "articulation_cfg" and not cfg.articulation_cfg:
             continue
-        seen = view(cfg, kind, unit)
-        fields = {name: field(seen, name) for name in LAYER_FIELDS[kind][unit]}
-        keys[unit] = _digest({"unit": unit, "source": source, "fields": fields, "file": cfg.usd_file_name})
+        projections = PROJECTIONS.get(unit, {})
+        fields = {name: text(name, projections.get(name)) for name in LAYER_FIELDS[kind][unit]}
+        keys[unit] = digest(unit, fields)
         if unit == "articulation_cfg":  # its facts without the drives (rules.robot.isaaclab_cfg.FACTS_UNIT)
-            base = {name: value for name, value in fields.items() if name not in DRIVE_FIELDS[kind]}
-            keys[FACTS_UNIT] = _digest({"unit": FACTS_UNIT, "source": source, "fields": base,
-                                        "file": cfg.usd_file_name})
+            keys[FACTS_UNIT] = digest(FACTS_UNIT, {name: value for name, value in fields.items()
+                                                   if name not in DRIVE_FIELDS[kind]})
         if unit in PATCH_BASES:
             base = {name: value for name, value in fields.items() if name not in DRIVE_FIELDS[kind]}
             if "collision_type" in base:  # only whether it decomposes: the token itself is patched
-                base["collision_type"] = PROJECTIONS["instances"]["collision_type"](cfg.collision_type)
+                base["collision_type"] = text("collision_type", PROJECTIONS["instances"]["collision_type"])
             if base != fields:
-                keys[PATCH_BASES[unit]] = _digest({"unit": PATCH_BASES[unit], "source": source, "fields": base,
-                                                   "file": cfg.usd_file_name})
+                keys[PATCH_BASES[unit]] = digest(PATCH_BASES[unit], base)
         base_unit = SELF_COLLISION_BASES.get(kind, {}).get(unit)
         if base_unit is not None:  # the layer without self_collision (rules.robot/mjcf.self_collision patch it)
-            base = {name: value for name, value in fields.items() if name != "self_collision"}
-            keys[base_unit] = _digest({"unit": base_unit, "source": source, "fields": base, "file": cfg.usd_file_name})
+            keys[base_unit] = digest(base_unit, {name: value for name, value in fields.items()
+                                                 if name != "self_collision"})
     return keys

@@ -46,6 +46,10 @@ class LazyKey:
     reading: ``layer_keys.reading_key``: what decides which files the source references besides their
         contents; a rebuild whose only reason is another cfg takes the references recorded here instead of
         scanning the source again when it is unchanged ("": always scanned).
+    units: {unit: key} of each unit whose file is an output as it was built under that key
+        (``layer_keys.unit_keys``; a robot's layers and its Isaac Lab cfg): a rebuild whose unit has the same
+        key takes that output, still holding the bytes ``outputs`` records, instead of looking the unit up
+        in the build cache (``rules.robot.layer_reuse.layer_scope``).
     """
 
     usdforge: str = __version__
@@ -62,6 +66,7 @@ class LazyKey:
     location: dict[str, Any] = attrs.field(factory=dict)
     stamps: dict[str, list[int]] = attrs.field(factory=dict)
     reading: str = ""
+    units: dict[str, str] = attrs.field(factory=dict)
 
 
 def key_to_toml(key: LazyKey) -> str:

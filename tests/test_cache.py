@@ -164,12 +164,18 @@ def test_cfg_edit_reuses_cached_geometry_and_equals_a_cold_conversion(tmp_path, 
     cold = UrdfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "cold")), cache=False)
     assert outputs(Path(rebuilt.usd_dir)) == outputs(Path(cold.usd_dir))
     # No mesh file read again, nor its cached parts (the colliders' part names come from the mesh entries'
-    # records: only the cold conversion's 3 misses), and the geometry layer copied from the cache under its
-    # unit key (rules.robot.layer_reuse), its prototypes not even hashed.
+    # records: only the cold conversion's 3 misses), and the geometry layer left as the first build wrote it
+    # (its unit's key unchanged: rules.robot.layer_reuse), its prototypes not even hashed; in a fresh
+    # folder, copied from the cache under that key.
     lookups = last_build(build_cache)
     assert lookups["mesh-geometry"] == {"hits": 0, "misses": 3}
     assert lookups["geometry-layer"] == {"hits": 0, "misses": 1}
-    assert lookups["layer:geometry"]["hits"] == 1
+    assert lookups["kept:geometry"]["hits"] == 1 and lookups["layer:geometry"]["hits"] == 0
+    elsewhere = UrdfConverter(attrs.evolve(edited, usd_dir=str(tmp_path / "elsewhere"),
+                                           joint_drive=JointDriveCfg(gains=PDGainsCfg(stiffness=8.0, damping=1.0))),
+                              cache=build_cache)
+    assert elsewhere.converted and not elsewhere.restored
+    assert last_build(build_cache)["layer:geometry"]["hits"] == 1
 
 
 def test_a_restore_gives_the_conversions_warnings_naming_the_files_where_they_are(tmp_path, build_cache):

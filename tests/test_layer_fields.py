@@ -41,6 +41,12 @@ def hits(store: Store, prefix: str) -> int:
     return sum(v["hits"] for k, v in store.stats()["last_build"].items() if k.startswith(prefix))
 
 
+def reuses(store: Store, unit: str) -> int:
+    """How often the last build reused ``unit``: from the build cache (``layer:``) or, unchanged, from the
+    output the previous build left (``kept:``)."""
+    return hits(store, f"layer:{unit}") + hits(store, f"kept:{unit}")
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("layers")
@@ -186,7 +192,7 @@ def test_a_physics_rebuild_names_colliders_from_the_mesh_record(folder, monkeypa
         converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / "out")), cache=store)
         converter_for("urdf")(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
         assert units(work / "out") == units(work / f"cold{step}")
-        assert hits(store, "layer:instances") == 1 and (decoded == []) == (step == 0)
+        assert reuses(store, "instances") == 1 and (decoded == []) == (step == 0)
         for entry in (work / "cache" / "entries").rglob("*.json"):  # forge the records for the next step
             body = json.loads(entry.read_text())
             if body.get("kind") == "mesh-geometry":
@@ -218,10 +224,11 @@ def test_a_drive_edit_is_patched_into_the_cached_layers(kind, folder, monkeypatc
         [({"override_gain_prm": (77.0,)}, [True, True]),
          ({"override_gain_prm": (77.0,), "override_bias_prm": (0.0, 0.0, -3.0)}, [False, True])]
     # Another approximation token is patched too; decomposition is another class. MJCF's mujoco layer holds no
-    # token, but the last edit patched it, and a patched layer is not stored under its own key: patched again.
+    # token: the output the last edit left holds it as this one makes it (its unit's key is recorded in the
+    # lazy key), so it is taken from there, not patched again (a patched layer is not stored under its key).
     last = edits[-1][0]
-    edits += [({**last, "collision_type": "Bounding Sphere"}, [True] if kind == "urdf" else [True, True]),
-              ({**last, "collision_type": "Convex Decomposition"}, [] if kind == "urdf" else [True])]
+    edits += [({**last, "collision_type": "Bounding Sphere"}, [True]),
+              ({**last, "collision_type": "Convex Decomposition"}, [])]
     work = folder / f"patched-{kind}"
     warnings.simplefilter("ignore")
     converter_for(kind)(attrs.evolve(cfg, usd_dir=str(work / "out")), cache=Store(work / "cache"))
@@ -670,6 +677,65 @@ def test_a_rebuild_keeps_unchanged_outputs_and_replaces_modified_ones(folder):
     assert back.restored and (out / ROBOT_LAYER_FILES["base"]).stat().st_ino == kept
     converter_for("urdf")(attrs.evolve(cfg, usd_dir=str(work / "cold-first")), cache=False)
     assert units(out) == units(work / "cold-first")
+
+
+@pytest.mark.parametrize("kind", ["urdf", "mjcf"])
+def test_a_rebuild_takes_unchanged_layers_from_the_output_only_as_its_lazy_key_records_them(kind, folder):
+    """A cfg-only rebuild takes each layer whose unit key is the one the output's lazy key records for it from
+    the output folder (``kept:``), without looking it up in the build cache; a layer whose recorded key or
+    bytes do not match (a forged or stale record, a file edited since) is looked up instead, and a record
+    that is no table is ignored. Each rebuild equals a cold conversion."""
+    import tomllib
+
+    import tomli_w
+
+    from usdforge.rules.outputs import key_file_name
+    from usdforge.schemas.urdf_cfg import JointDriveCfg, PDGainsCfg
+
+    cfg = cfg_class(kind)(asset_path=str(folder / "fx" / ("layered.urdf.xacro" if kind == "urdf" else "layered.xml")))
+    work = folder / f"left-{kind}"
+    out = work / "out"
+    warnings.simplefilter("ignore")
+    first = converter_for(kind)(attrs.evolve(cfg, usd_dir=str(out)), cache=Store(work / "cache"))
+    sidecar = out / key_file_name(Path(first.usd_path).name)
+    recorded = tomllib.loads(sidecar.read_text())
+    assert {"base", "physics", "physx"} <= set(recorded["units"])
+
+    def gains(value: float) -> dict:
+        return {"joint_drive": JointDriveCfg(gains=PDGainsCfg(stiffness=value, damping=1.0))} if kind == "urdf" \
+            else {"override_gain_prm": (value,)}
+
+    def rebuild(step: int, value: float) -> Store:
+        store = Store(work / "cache", build=f"left{step}")
+        edited = attrs.evolve(cfg, **gains(value))
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(out)), cache=store)
+        converter_for(kind)(attrs.evolve(edited, usd_dir=str(work / f"cold{step}")), cache=False)
+        assert units(out) == units(work / f"cold{step}"), step
+        return store
+
+    store = rebuild(0, 1234.0)
+    assert hits(store, "kept:base") == hits(store, "kept:physx") == 1 and hits(store, "layer:base") == 0
+    assert hits(store, "kept:physics") == 0  # its key changed with the gains
+    # A forged record: base's key is another; physx's file is not the bytes recorded; newton's file was
+    # edited since (same size). Each is looked up in the cache instead, and the output equals a cold build.
+    recorded = tomllib.loads(sidecar.read_text())
+    recorded["units"]["base"] = "0" * 64
+    recorded["outputs"][ROBOT_LAYER_FILES["physx"]] = "1" * 64
+    sidecar.write_text(tomli_w.dumps(recorded))
+    newton = out / ROBOT_LAYER_FILES["newton"]
+    data = bytearray(newton.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    newton.write_bytes(bytes(data))
+    store = rebuild(1, 2345.0)
+    for role in ("base", "physx", "newton"):
+        assert hits(store, f"kept:{role}") == 0 and hits(store, f"layer:{role}") == 1, role
+    assert hits(store, "kept:instances") == 1
+    # A record that is no table: nothing taken from the output, nothing raised.
+    recorded = tomllib.loads(sidecar.read_text())
+    recorded["units"] = "base"
+    sidecar.write_text(tomli_w.dumps(recorded))
+    store = rebuild(2, 3456.0)
+    assert hits(store, "kept:") == 0 and hits(store, "layer:base") == 1
 
 
 @pytest.mark.parametrize("kind", ["urdf", "mjcf"])

@@ -191,6 +191,29 @@ def test_a_cache_whose_folders_are_links_writes_nothing_through_them(tmp_path):
     assert converter.converted and list(outside.iterdir()) == []
 
 
+def test_a_store_holding_its_top_folders_follows_a_cleared_cache_and_never_a_link_planted_since(tmp_path):
+    """A store holds its top folders once opened (``Store._held_top``). Another process's ``clear`` removes
+    them: the store then writes into, and reads from, the folders made again (it is not disabled, and what it
+    stores is found by a fresh store). A top folder moved away and replaced by a link to a folder outside:
+    the holding store, as a fresh one, refuses the link and writes nothing, there or in the moved folder."""
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    outside.mkdir()
+    holding = Store(cache)
+    first = holding.put_bytes(b"one")
+    Store(cache).clear()
+    second = holding.put_bytes(b"two")
+    assert holding.writable and (cache / "objects" / second[:2] / second).read_bytes() == b"two"
+    assert Store(cache).get_bytes(second) == b"two" and holding.get_bytes(first) is None
+    (cache / "objects").rename(cache / "objects-moved")
+    (cache / "objects").symlink_to(outside, target_is_directory=True)
+    assert holding.get_bytes(second) is None
+    assert holding.put_bytes(b"three") is None and not holding.writable
+    fresh = Store(cache)
+    assert fresh.put_bytes(b"four") is None and not fresh.writable
+    assert list(outside.iterdir()) == []
+    assert [p.name for p in (cache / "objects-moved").rglob("*") if p.is_file()] == [second]
+
+
 def test_a_dask_workers_artifact_naming_a_file_outside_writes_nothing(tmp_path):
     from usdforge.pipeline.distributed import _doit_side_store, _on_doit_side
     from usdforge.pipeline.kinds import cfg_class  # noqa: F401 - the cfg class is registered

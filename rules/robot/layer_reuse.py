@@ -17,29 +17,38 @@ import hashlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from usdforge.rules.outputs import ROBOT_LAYER_FILES
 
+#: A unit's files as the previous build left them in the output folder (``layer_scope``'s ``left``).
+Left = Callable[[str, str], "dict[str, tuple[bytes, str]] | None"]
+
 #: (store, {unit: key}, {unit: file}, units restored, {file: (sha, size)} restored as they are, {unit: its files
-#: as ``supply`` gave them, or None when looked up and missed}, ``layer_scope``'s keep), or None outside one.
+#: as ``supply`` gave them, or None when looked up and missed}, ``layer_scope``'s keep, its left), or None
+#: outside one.
 _SCOPE: ContextVar[tuple[Any, dict[str, str], dict[str, str], set[str], dict[str, tuple[str, int]],
-                         dict[str, dict[str, bytes] | None], Callable[[str, str, Path, bytes], bool]] | None] = \
-    ContextVar("usdforge_layers", default=None)
+                         dict[str, dict[str, bytes] | None], Callable[[str, str, Path, bytes], bool],
+                         Left | None] | None] = ContextVar("usdforge_layers", default=None)
 
 
 @contextmanager
 def layer_scope(store: Any, keys: dict[str, str], files: dict[str, str],
-                keep: Callable[[str, str, Path, bytes], bool]) -> Iterator[set[str]]:
+                keep: Callable[[str, str, Path, bytes], bool], left: Left | None = None) -> Iterator[set[str]]:
     """Within the block, ``reused`` looks units up in ``store``: keys {unit: key}, files {unit: the
     unit's file, relative to the output folder}. store None: no reuse. Yields the set of units restored
     from the cache (filled as the block runs: ``store_units`` need not store them again).
 
     keep: ``keep(name, sha256, path, data)`` puts the output file ``name`` with those bytes at ``path`` without
     writing them (the output the previous build left holds them: ``pipeline.converters``), True, or
-    leaves it to ``write_restored``, False."""
+    leaves it to ``write_restored``, False.
+    left: ``left(unit, key)``: the unit's files (relative name → (bytes, SHA-256)) as the previous build
+    left them in the output folder, when it built them under the same key and they are still those bytes
+    (``pipeline.converters``), else None. ``reused`` takes them without a cache lookup: a cfg-only rebuild
+    leaves most layers as they are, and reading a unit's entry, claim and object cost more than reading
+    and hashing the file it names (most of a small robot's rebuild was a dozen such lookups)."""
     restored: set[str] = set()
-    token = _SCOPE.set(None if store is None else (store, keys, files, restored, {}, {}, keep))
+    token = _SCOPE.set(None if store is None else (store, keys, files, restored, {}, {}, keep, left))
     try:
         yield restored
     finally:
@@ -103,8 +112,15 @@ def reused(unit: str) -> dict[str, bytes] | None:
     scope = _SCOPE.get()
     if scope is None or unit not in scope[1]:
         return None
-    store, keys, files, restored, objects, supplied, _ = scope
+    store, keys, files, restored, objects, supplied, _, left = scope
     if unit in supplied:  # given by ``supply``, or looked up and missed before
+        return supplied[unit]
+    kept = left(unit, keys[unit]) if left is not None and unit not in _PATCH_BASE_UNITS else None
+    if kept is not None:  # the output holds what the cache would give: as verified as a cache object
+        store.record(f"kept:{unit}", hit=True)
+        restored.add(unit)
+        objects.update((name, (sha, len(data))) for name, (data, sha) in kept.items())
+        supplied[unit] = {name: data for name, (data, _) in kept.items()}
         return supplied[unit]
     artifact = store.get_entry(keys[unit])
     store.record(f"layer:{unit}", hit=artifact is not None)
@@ -213,6 +229,21 @@ _ANY_NAME = {MESH_UNIT}
 def _companion(unit: str, name: str) -> bool:
     prefix = _COMPANIONS.get(unit)
     return prefix is not None and name.startswith(prefix)
+
+
+#: Units whose file is an output as it is: a robot's layers and its Isaac Lab cfg (not the bases, which are
+#: edited, nor the mesh rule's meshes layer, kept under another output's name).
+_OUTPUT_UNITS = frozenset({*ROBOT_LAYER_FILES, "articulation_cfg"})
+
+
+def output_units(keys: dict[str, str], files: dict[str, str], written: Iterable[str]) -> dict[str, str]:
+    """{unit: key} of the units among ``keys`` whose file (``files``) is among ``written`` (the relative names
+    of an output) as that unit's bytes, each one file: what the output's lazy key records for
+    ``layer_scope``'s ``left`` (a materials layer that names textures is left out: its unit is several files)."""
+    names = set(written)
+    companions = {unit for unit, prefix in _COMPANIONS.items() if any(name.startswith(prefix) for name in names)}
+    return {unit: key for unit, key in keys.items()
+            if unit in _OUTPUT_UNITS and unit not in companions and files.get(unit) in names}
 
 
 def store_units(store: Any, keys: dict[str, str], files: dict[str, str], written: Mapping[str, bytes],
