@@ -418,24 +418,12 @@ class Store:
                 raise
             self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        if not parts:
+            return fd
         try:
-            for part in parts:
-                try:
-                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    if not create:
-                        raise
-                    try:
-                        os.mkdir(part, dir_fd=fd)
-                    except FileExistsError:
-                        pass
-                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = child
-        except BaseException:
+            return _open_below(fd, parts, create)
+        finally:
             os.close(fd)
-            raise
-        return fd
 
     def _read(self, parts: tuple[str, ...], name: str, limit: int) -> bytes:
         """The bytes of the regular file ``root/<parts…>/name``, no link followed on the way (OSError)."""
