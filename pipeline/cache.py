@@ -393,14 +393,9 @@ class Store:
         it, and held. Never closed by a caller: one replaced is closed when the store is collected (another
         thread may still be using its number)."""
         held = self._held.get(name)
-        if held is not None:
-            try:
-                now = os.lstat(f"{self._root_name}/{name}")
-                if (now.st_dev, now.st_ino) == held[1] and stat.S_ISDIR(now.st_mode):
-                    return held[0]
-            except OSError:
-                pass  # gone: opened afresh below (made when ``create``, else FileNotFoundError)
-        opened = self._open_path((name,), create)
+        if held is not None and _names_folder(f"{self._root_name}/{name}", held[1]):
+            return held[0]
+        opened = self._open_path((name,), create)  # made when ``create``, else FileNotFoundError when gone
         info = os.fstat(opened)
         with self._held_lock:
             replaced = self._held.get(name)  # this thread's stale one, or one another thread held meanwhile
@@ -1028,6 +1023,15 @@ def _mtime(path: Path) -> float:
 
 #: The cache's top folders, whose descriptors a Store holds (``Store._held_top``).
 _TOP_FOLDERS = frozenset({"objects", "entries", "claims"})
+
+
+def _names_folder(path: str, identity: tuple[int, int]) -> bool:
+    """Whether ``path`` (its last part not followed if a link) is the folder of (device, inode) ``identity``."""
+    try:
+        now = os.lstat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == identity and stat.S_ISDIR(now.st_mode)
 
 
 def _open_below(top: int, parts: tuple[str, ...], create: bool) -> int:

@@ -281,7 +281,8 @@ class AssetConverterBase:
                     texture_checks_overlapped():
                 written = rule(self.kind).convert(self.cfg, staging)
                 verbatim = restored_objects()
-            published_units.update(output_units(units, unit_names, relative_names(written, staging)))
+            names = relative_names(written, staging)
+            published_units.update(output_units(units, unit_names, names))
             if not stamped:  # not saved with the record (a binary layer, a layer the rule wrote otherwise)
                 stamp_provenance(staging / self._usd_file_name, provenance)
             if store is not None:
@@ -291,7 +292,7 @@ class AssetConverterBase:
                 # An output left in place is not read to be stored: the cache is given the bytes the build
                 # wrote (the file is a link to the output, which may be written in place meanwhile; the
                 # publish hashes it again).
-                files = KnownFiles(staging, relative_names(written, staging), known,
+                files = KnownFiles(staging, names, known,
                                    lambda name: kept[name][2] if name in kept else None)
                 # A mesh's unit is kept only from a conversion that warned of nothing: a reuse skips the
                 # reading that would warn again.
