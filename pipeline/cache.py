@@ -290,6 +290,19 @@ def same_small_file(path: Path, sha: str, names: int = 1, data: bytes | None = N
 
 def _small_file_identity(path: Path, sha: str, names: int = 1, data: bytes | None = None) -> tuple[int, int] | None:
     """(device, inode) of ``path`` when ``same_small_file(path, sha, names, data)``, else None."""
+    found = _small_file(path, sha, names, data)
+    return None if found is None else found[1]
+
+
+def verified_small_file(path: Path, sha: str) -> tuple[bytes, tuple[int, int]] | None:
+    """(bytes, (device, inode)) of ``path`` when ``same_small_file(path, sha)`` (a regular file of one name,
+    at most ``SAME_FILE_MAX_BYTES``, whose SHA-256 is ``sha``; no link followed), read once; else None."""
+    return _small_file(path, sha)
+
+
+def _small_file(path: Path, sha: str, names: int = 1, data: bytes | None = None) \
+        -> tuple[bytes, tuple[int, int]] | None:
+    """``same_small_file``'s check, giving the file's bytes and (device, inode) when it holds."""
     try:
         found, info = _read_regular_stat(str(path), None, SAME_FILE_MAX_BYTES)
     except OSError:
@@ -297,26 +310,22 @@ def _small_file_identity(path: Path, sha: str, names: int = 1, data: bytes | Non
     if info.st_nlink != names:
         return None
     same = found == data if data is not None else sha256_bytes(found) == sha
-    return (info.st_dev, info.st_ino) if same else None
+    return (found, (info.st_dev, info.st_ino)) if same else None
 
 
-def verified_small_file(path: Path, sha: str) -> bytes | None:
-    """The bytes of ``path`` when ``same_small_file(path, sha)`` (a regular file of one name, at most
-    ``SAME_FILE_MAX_BYTES``, whose SHA-256 is ``sha``; no link followed), read once; else None."""
-    try:
-        found, info = _read_regular_stat(str(path), None, SAME_FILE_MAX_BYTES)
-    except OSError:
-        return None
-    return found if info.st_nlink == 1 and sha256_bytes(found) == sha else None
-
-
-def link_same_small_file(source: Path, sha: str, destination: Path, data: bytes | None = None) -> tuple[int, int] | None:
+def link_same_small_file(source: Path, sha: str, destination: Path, data: bytes | None = None,
+                         identity: tuple[int, int] | None = None) -> tuple[int, int] | None:
     """Make ``destination`` (absent) a hard link of ``source`` when ``same_small_file(source, sha, 1, data)``: a file
     with those bytes without writing one (creating a file cost 330 µs on this machine's disk in a slow
     hour, a link 13 µs). Returns the file's (device, inode); None, nothing left at ``destination``, when it
     cannot be (the file differs, has another name, changed meanwhile, is on another file system). The two
-    names share one file until the caller is done: ``same_small_file(..., names=2)`` checks it again."""
-    identity = _small_file_identity(source, sha, 1, data)
+    names share one file until the caller is done: ``same_small_file(..., names=2)`` checks it again.
+
+    identity: the (device, inode) ``verified_small_file`` gave for ``source`` in this build: the file is not
+    read again here, the link is checked to be that file (a change in place meanwhile is found by the
+    caller's check with ``names=2``)."""
+    if identity is None:
+        identity = _small_file_identity(source, sha, 1, data)
     if identity is None:
         return None
     try:

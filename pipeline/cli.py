@@ -137,7 +137,9 @@ def cache_command(args: argparse.Namespace) -> str:
                  f"{_human(limit) + ' at most' if limit else 'no limit'}", "room by kind:"]
         lines += [f"  {kind}: {_human(room['bytes'])} in {room['entries']} entries" for kind, room in
                   stats["by_kind"].items()] or ["  (empty)"]
-        last = stats["last_build"]
+        # "kept:<unit>": a layer a rebuild took unchanged from its output folder (no lookup of the cache).
+        last = {kind: v for kind, v in stats["last_build"].items() if not kind.startswith("kept:")}
+        kept = sum(v["hits"] for kind, v in stats["last_build"].items() if kind.startswith("kept:"))
         if last:
             hits = sum(v["hits"] for v in last.values())
             total = hits + sum(v["misses"] for v in last.values())
@@ -145,6 +147,8 @@ def cache_command(args: argparse.Namespace) -> str:
             lines += [f"  {kind}: {v['hits']} hit(s), {v['misses']} miss(es)" for kind, v in last.items()]
         else:
             lines.append("last build: no lookups recorded")
+        if kept:
+            lines.append(f"  and {kept} layer(s) taken unchanged from their output folders (no lookup)")
         return "\n".join(lines)
     if args.action == "prune":
         limit = args.max_size if args.max_size is not None else store.max_bytes

@@ -180,6 +180,8 @@ class AssetConverterBase:
                       "config_digest": self._digest, "cache_key": key}
         #: {unit: key} of the units whose files this conversion publishes as they are (``LazyKey.units``).
         published_units: dict[str, str] = {}
+        #: name → ((device, inode), bytes) of an output ``left`` took as a unit's file (verified as read).
+        taken: dict[str, tuple[tuple[int, int], bytes]] = {}
         #: name → ((device, inode), SHA-256, bytes, path in the temporary folder) of an output left in place.
         kept: dict[str, tuple[tuple[int, int], str, bytes, Path]] = {}
 
@@ -191,7 +193,9 @@ class AssetConverterBase:
             it."""
             if previous is None or previous.outputs.get(name) != sha or name == self._usd_file_name:
                 return False  # the main file may be saved again (provenance): never a link of the output
-            identity = link_same_small_file(self._usd_dir / name, sha, staged, data)
+            checked = taken.get(name)  # the file ``left`` read and hashed, when these are its bytes
+            identity = link_same_small_file(self._usd_dir / name, sha, staged, data,
+                                            checked[0] if checked is not None and checked[1] is data else None)
             if identity is not None:
                 kept[name] = identity, sha, data, staged
                 outputs[name] = sha  # the bytes written as that name, whether or not the cache stores them
@@ -270,8 +274,11 @@ class AssetConverterBase:
                 name = unit_names.get(unit)
                 sha = previous.outputs.get(name) if name is not None and recorded.get(unit) == unit_key \
                     and isinstance(previous.outputs, dict) else None
-                data = verified_small_file(self._usd_dir / name, sha) if is_sha256(sha) else None
-                return None if data is None else {name: (data, sha)}
+                found = verified_small_file(self._usd_dir / name, sha) if is_sha256(sha) else None
+                if found is None:
+                    return None
+                taken[name] = (found[1], found[0])
+                return {name: (found[0], sha)}
 
             # Textures are decoded in the background, joined (a bad one raising) before anything is stored
             # or published, inside the mesh cache that records their verdicts.

@@ -680,7 +680,8 @@ def test_a_rebuild_keeps_unchanged_outputs_and_replaces_modified_ones(folder):
 
 
 @pytest.mark.parametrize("kind", ["urdf", "mjcf"])
-def test_a_rebuild_takes_unchanged_layers_from_the_output_only_as_its_lazy_key_records_them(kind, folder):
+def test_a_rebuild_takes_unchanged_layers_from_the_output_only_as_its_lazy_key_records_them(kind, folder, monkeypatch,
+                                                                                            capsys):
     """A cfg-only rebuild takes each layer whose unit key is the one the output's lazy key records for it from
     the output folder (``kept:``), without looking it up in the build cache; a layer whose recorded key or
     bytes do not match (a forged or stale record, a file edited since) is looked up instead, and a record
@@ -713,9 +714,26 @@ def test_a_rebuild_takes_unchanged_layers_from_the_output_only_as_its_lazy_key_r
         assert units(out) == units(work / f"cold{step}"), step
         return store
 
+    from usdforge.pipeline import cache
+
+    reads: list[str] = []
+    real = cache._read_regular_stat
+    monkeypatch.setattr(cache, "_read_regular_stat", lambda name, *a: (reads.append(str(name)), real(name, *a))[1])
     store = rebuild(0, 1234.0)
+    monkeypatch.setattr(cache, "_read_regular_stat", real)
     assert hits(store, "kept:base") == hits(store, "kept:physx") == 1 and hits(store, "layer:base") == 0
     assert hits(store, "kept:physics") == 0  # its key changed with the gains
+    # A layer taken from the output is read twice: when taken (hashed) and when published (compared); the
+    # link into the temporary folder is checked to be the file read, not read again.
+    assert sum(name.endswith(ROBOT_LAYER_FILES["base"]) for name in reads) == 2, reads
+    # `usdforge cache stats` counts them apart from the cache's lookups (they are none).
+    from usdforge.pipeline.cli import main
+
+    assert main(["cache", "stats", "--cache", str(work / "cache")]) == 0
+    printed = capsys.readouterr().out
+    kept = hits(store, "kept:")
+    lookups = sum(v["hits"] + v["misses"] for k, v in store.stats()["last_build"].items() if not k.startswith("kept:"))
+    assert f"and {kept} layer(s) taken unchanged" in printed and f"/{lookups} lookups hit" in printed, printed
     # A forged record: base's key is another; physx's file is not the bytes recorded; newton's file was
     # edited since (same size). Each is looked up in the cache instead, and the output equals a cold build.
     recorded = tomllib.loads(sidecar.read_text())
