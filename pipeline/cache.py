@@ -488,9 +488,11 @@ class Store:
 
     def put_bytes(self, data: bytes) -> str | None:
         """Store ``data``; return its SHA-256, or None when the cache cannot be written."""
-        sha = sha256_bytes(data)
-        if not self.writable:
-            return None
+        return self._put_object(sha256_bytes(data), data) if self.writable else None
+
+    def _put_object(self, sha: str, data: bytes) -> str | None:
+        """Store ``data``, whose SHA-256 is ``sha``, unless the store holds it; ``sha``, or None when the
+        cache cannot be written."""
         try:
             if not self._holds(sha, len(data)):
                 self._write_atomically((("objects", sha[:2]), sha), data)
@@ -499,29 +501,53 @@ class Store:
             return None
         return sha
 
-    def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None,
-                  kind: str | None = None) -> dict[str, str] | None:
+    def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None, kind: str | None = None,
+                  background: Callable[[Callable[[], Any]], None] | None = None) -> dict[str, str] | None:
         """Store an artifact: every file's bytes, then the entry naming them (so an entry is never visible
         before its objects), with ``meta`` (plain JSON data, e.g. the warnings of the conversion) and its
         ``kind`` (what made it, for ``stats``). Returns {name: sha256} of the files stored, or None when
         nothing could be. Then keeps the size limit (``keep_limit``).
 
         ``files`` may be a ``KnownFiles``: a file whose object it knows (bytes this process restored from a
-        verified object) and this store holds is then neither read nor hashed again."""
+        verified object) and this store holds is then neither read nor hashed again.
+
+        background: the files are read and hashed in this call, and the writing (objects, claim, entry, size
+        limit) is handed to ``background(write)``, which runs ``write()`` later (a thread the caller waits
+        for: a rebuild publishes its output meanwhile, and the files need not stay where they were read).
+        Returns {name: sha256} of the files as they will be stored; a write that fails stores nothing, as
+        without ``background``."""
         if not self.writable:  # switched off (a full disk, a read-only cache): no claim or entry either
             return None
-        objects = {}
+        objects: dict[str, str] = {}
+        unstored: list[tuple[str, bytes]] = []  # (sha256, bytes) of the objects to write
         known = getattr(files, "known", None) or {}
-        written = 0
         for name in sorted(files):
             sha, size = known.get(name, (None, None))
             if sha is None or not self._holds(sha, size):
                 data = files[name]
-                sha = self.put_bytes(data)
-                written += len(data)
-            if sha is None:
-                return None
+                sha = sha256_bytes(data)
+                unstored.append((sha, data))
             objects[name] = sha
+
+        def write() -> dict[str, str] | None:
+            return self._write_entry(key, objects, unstored, meta, kind)
+
+        if background is None:
+            return write()
+        background(write)
+        return objects
+
+    def _write_entry(self, key: str, objects: dict[str, str], unstored: list[tuple[str, bytes]], meta: Any,
+                     kind: str | None) -> dict[str, str] | None:
+        """``put_entry``'s writing: the objects ``unstored`` ((sha256, bytes)), the claim and the entry naming
+        ``objects``, then the size limit; ``objects``, or None when the cache cannot be written."""
+        if not self.writable:  # switched off since the files were read (another thread's write failed)
+            return None
+        written = 0
+        for sha, data in unstored:
+            if self._put_object(sha, data) is None:
+                return None
+            written += len(data)
         if not self._claim(key, objects):
             return None
         body = {"key": key, "files": objects, "meta": meta}

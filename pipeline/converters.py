@@ -15,9 +15,10 @@ import re
 import stat
 import string
 import tempfile
+import threading
 import time
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import attrs
 
@@ -81,6 +82,32 @@ def _same_file(path: Path, identity: tuple[int, int]) -> bool:
     except OSError:
         return False
     return stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) == identity
+
+
+class _WrittenLater:
+    """Cache writes a conversion hands on (``Store.put_entry``'s ``background``): each runs on a thread of its
+    own beside the rest of the build, which ``wait`` s for them before it ends."""
+
+    def __init__(self) -> None:
+        self._threads: list[threading.Thread] = []
+        self._errors: list[BaseException] = []
+
+    def __call__(self, write: Callable[[], Any]) -> None:
+        def run() -> None:
+            try:
+                write()
+            except BaseException as exc:  # raised by ``wait`` in the building thread
+                self._errors.append(exc)
+
+        thread = threading.Thread(target=run, name="usdforge-entry-write", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def wait(self) -> BaseException | None:
+        """Wait for every write; the first error one raised (not a cache problem: those only warn), or None."""
+        for thread in self._threads:
+            thread.join()
+        return self._errors[0] if self._errors else None
 
 
 class AssetConverterBase:
@@ -307,7 +334,7 @@ class AssetConverterBase:
                 meta = {"warnings": [{"file": os.path.relpath(w.file, asset.parent), "problem": w.problem,
                                       "element": w.element, "line": w.line, **({"note": True} if is_note(w) else {})}
                                      for w in warned]}
-                outputs.update(store.put_entry(key, files, meta, kind=self.kind) or {})
+                outputs.update(store.put_entry(key, files, meta, kind=self.kind, background=later) or {})
             return written
 
         def make_key(written: dict[str, Path]) -> str:
@@ -336,9 +363,17 @@ class AssetConverterBase:
                 return still_kept(name, destination)
             return same_small_file(destination, sha)
 
-        build_atomically(self._usd_dir, restore if cached is not None else convert,
-                         key_file_name(self._usd_file_name), make_key,
-                         list(previous.outputs) if previous is not None else [], unchanged)
+        # The output's cache entry is written on a thread while the output is published (its files read and
+        # hashed before): a rebuild's few new objects, claim and entry beside its few renames.
+        later = _WrittenLater()
+        try:
+            build_atomically(self._usd_dir, restore if cached is not None else convert,
+                             key_file_name(self._usd_file_name), make_key,
+                             list(previous.outputs) if previous is not None else [], unchanged)
+        finally:
+            failed = later.wait()
+        if failed is not None:
+            raise failed
 
     def _recorded_references(self, previous: LazyKey | None, reading: str, asset: Path) -> list[str] | None:
         """The referenced files the previous key records, when a scan would find them again: the only reason

@@ -440,8 +440,9 @@ def convert_remote(kind: str, cfg_json: str, files: dict[str, bytes] | None, exp
             self.captured: dict[str, tuple[dict[str, bytes], Any]] = {}  # key → (files, meta)
             self.stored: dict[str, bool] = {}  # key → whether the cache folder holds it
 
-        def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None,
-                      kind: str | None = None) -> dict[str, str] | None:
+        def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None, kind: str | None = None,
+                      background: Any = None) -> dict[str, str] | None:
+            """Stores now (``background`` unused): whether the cache folder holds the artifact is known on return."""
             self.captured[key] = (dict(files), meta)
             stored = super().put_entry(key, files, meta, kind)
             self.stored[key] = stored is not None

@@ -837,6 +837,62 @@ def test_storing_known_objects_reads_and_hashes_nothing_and_an_unchanged_entry_i
     assert store.get_entry("3" * 64).files == {"a.usda": b"restored", "b.usda": b"authored"}
 
 
+def test_an_entry_handed_to_the_background_is_read_and_hashed_first_and_stored_when_its_write_runs(tmp_path):
+    """``put_entry(..., background=)``: the files are read and hashed in the call and their SHA-256s given
+    back; the folder they were read from may be gone before the write runs (a rebuild publishes its output
+    meanwhile); nothing is in the cache until the write handed on runs, then the entry gives those bytes."""
+    from usdforge.pipeline.cache import KnownFiles, sha256_bytes
+
+    store = Store(tmp_path / "cache")
+    (tmp_path / "out" / "payloads").mkdir(parents=True)
+    (tmp_path / "out" / "a.usda").write_bytes(b"authored")
+    (tmp_path / "out" / "payloads" / "b.usda").write_bytes(b"payload")
+    handed = []
+    shas = store.put_entry("4" * 64, KnownFiles(tmp_path / "out", ["a.usda", "payloads/b.usda"]), kind="urdf",
+                           background=handed.append)
+    assert shas == {"a.usda": sha256_bytes(b"authored"), "payloads/b.usda": sha256_bytes(b"payload")}
+    assert len(handed) == 1 and not (tmp_path / "cache" / "entries").exists()
+    shutil.rmtree(tmp_path / "out")
+    assert handed[0]() == shas
+    assert store.get_entry("4" * 64).files == {"a.usda": b"authored", "payloads/b.usda": b"payload"}
+
+
+def test_a_conversion_waits_for_its_entry_write_and_raises_what_it_raised(tmp_path, monkeypatch):
+    """The converter returns once its entry is in the cache (written on a thread beside the publishing: a
+    slow write is waited for, and a fresh folder is restored from it); an error the write raised (no cache
+    problem: those only warn) is raised by the converter."""
+    import attrs
+    import threading
+
+    library = load_library(make_checkout(tmp_path))
+    cfg = entry_cfg(library, library.assets[1], 1, tmp_path / "build")
+    real = Store._write_entry
+    threads = []
+
+    def slow(self, key, objects, unstored, meta, kind):
+        if kind == "urdf":  # the output's entry (the units' and meshes' entries are written as before)
+            threads.append(threading.current_thread().name)
+            time.sleep(0.3)
+        return real(self, key, objects, unstored, meta, kind)
+
+    monkeypatch.setattr(Store, "_write_entry", slow)
+    built = UrdfConverter(cfg, cache=tmp_path / "cache")
+    assert threads == ["usdforge-entry-write"]
+    assert Store(tmp_path / "cache").get_entry(built.cache_key) is not None
+    restored = UrdfConverter(attrs.evolve(cfg, usd_dir=str(tmp_path / "again")), cache=tmp_path / "cache")
+    assert restored.restored and outputs(tmp_path / "again") == outputs(Path(built.usd_dir))
+
+    def broken(self, key, objects, unstored, meta, kind):
+        if kind == "urdf":
+            raise RuntimeError("a bug in the entry write")
+        return real(self, key, objects, unstored, meta, kind)
+
+    monkeypatch.setattr(Store, "_write_entry", broken)
+    with pytest.raises(RuntimeError, match="a bug in the entry write"):
+        UrdfConverter(attrs.evolve(cfg, usd_dir=str(tmp_path / "third"), force_usd_conversion=True),
+                      cache=tmp_path / "cache")
+
+
 def test_background_cache_writes_run_in_order_on_one_thread_and_are_joined():
     """``write_in_background`` inside ``mesh_cache``: every write on one writer thread (a fresh cache and
     hundreds of meshes started a thread each), in order, all done when the block ends; a failing write
