@@ -188,13 +188,13 @@ def convert_command(args: argparse.Namespace) -> str:
         disable_asset_cache()
     table: dict = {}
     if args.config is not None:
-        import tomllib  # here: a conversion without a config file never parses TOML
+        import tomli  # here: a conversion without a config file never parses TOML
 
         try:
-            table = tomllib.loads(args.config.read_text())
+            table = tomli.loads(args.config.read_text())
         except FileNotFoundError:
             raise ConfigError(f"{args.config}: config file not found") from None
-        except tomllib.TOMLDecodeError as exc:
+        except tomli.TOMLDecodeError as exc:
             raise ConfigError(f"{args.config}: not valid TOML ({exc})") from None
     for fixed in ("asset_path", "usd_dir"):
         if fixed in table:

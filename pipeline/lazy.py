@@ -84,11 +84,11 @@ def read_key(path: Path) -> LazyKey | None:
         text = path.read_text()
     except (OSError, UnicodeDecodeError):
         return None
-    import tomllib  # here: a first conversion (no key yet) never imports it
+    import tomli  # here: a first conversion (no key yet) never imports it
 
     try:
-        return LazyKey(**tomllib.loads(text))
-    except (tomllib.TOMLDecodeError, TypeError):
+        return LazyKey(**tomli.loads(text))
+    except (tomli.TOMLDecodeError, TypeError):
         return None
 
 

@@ -19,7 +19,7 @@ mass_props = { mass = 2.0 }
 from __future__ import annotations
 
 import re
-import tomllib
+import tomli
 from pathlib import Path
 from typing import Any
 
@@ -136,10 +136,10 @@ def load_library(path: str | Path) -> Library:
     """Read and check a manifest. Raises ConfigError naming the file and the field's path."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomli.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: library manifest not found") from None
-    except tomllib.TOMLDecodeError as exc:
+    except tomli.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     data.setdefault("root", str(path.parent.absolute()))
     try:

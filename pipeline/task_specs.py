@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import re
-import tomllib
+import tomli
 from pathlib import Path
 from typing import Any
 
@@ -165,8 +165,8 @@ def _entry_table(entry: str) -> dict[str, Any] | None:
     """The table of an entry's own text (``_entry_texts``), or None when that text is not exactly one
     entry's table."""
     try:
-        data = tomllib.loads(f"{_ENTRY_LINE}\n{entry}")
-    except tomllib.TOMLDecodeError:
+        data = tomli.loads(f"{_ENTRY_LINE}\n{entry}")
+    except tomli.TOMLDecodeError:
         return None
     entries = data.get("assets")
     return entries[0] if list(data) == ["assets"] and type(entries) is list and len(entries) == 1 else None
@@ -181,7 +181,7 @@ def _keyed_specs(head: str, entries: list[str] | None, library_path: Path, build
     from usdforge.pipeline.manifest import Library, LibraryEntry
     from usdforge.schemas import ConfigError, structure_cfg
 
-    data = tomllib.loads(head)
+    data = tomli.loads(head)
     if entries is not None and "assets" in data:
         return None
     data.setdefault("root", str(Path(library_path).parent.absolute()))

@@ -369,11 +369,11 @@ def cfg_to_toml(cfg: Any) -> str:
 
 def cfg_from_toml(text: str, cls: type[T], path: str = "") -> T:
     """Build ``cls`` from TOML text (see ``cfg_to_toml``)."""
-    import tomllib  # here: writing a cfg (every conversion) never reads TOML
+    import tomli  # here: writing a cfg (every conversion) never reads TOML
 
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = tomli.loads(text)
+    except tomli.TOMLDecodeError as exc:
         raise ConfigError(f"{path or '<toml>'}: not valid TOML ({exc})") from None
     return structure_cfg(data, cls, path)
 

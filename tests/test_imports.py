@@ -62,7 +62,7 @@ def test_cli_conversion_of_a_urdf_without_meshes_imports_neither_trimesh_nor_muj
     # library versions, cattrs' subclass strategy for the cfg converter; tomllib (no config file to read),
     # subprocess (no xacro to run), socket and uuid (a host name and random suffixes come from os).
     unneeded = {"trimesh", "scipy", "mujoco", "jax", "importlib.metadata", "email", "csv", "cattrs.strategies",
-                "tomllib", "subprocess", "socket", "uuid"}
+                "tomli", "tomllib", "subprocess", "socket", "uuid"}
     assert not modules & unneeded, sorted(modules & unneeded)
     # The robot is written through Sdf and its Isaac Lab cfg read through pxr.Usd alone: the Python modules
     # of UsdGeom, UsdPhysics and UsdShade cost about 40 ms of a one-off conversion. A cfg with no PhysX,
