@@ -23,7 +23,7 @@ restore) / cold: even a rebuild that re-authored only the layers an edit touches
 ``compile``, the part of ``read`` spent in MuJoCo's compile (``MjSpec.compile``, MJCF): what a cached,
 cfg-independent MJCF intermediate without mesh arrays would save. Every rebuilt or restored output is checked byte for byte against a conversion of the
 same inputs with the cache off (the sidecar ``*.usdforge.toml`` aside: it names its own folder). Targets
-on the median: cfg-only ≤ 20 % of cold, restore ≤ 5 % of cold. Last, what creating a new file cost on this
+on the median: cfg-only ≤ 20 % of cold, restore ≤ 6 % of cold (issue #25: no slower than the restore of its day, 6 %). Last, what creating a new file cost on this
 disk before and after the runs (``bench/convert.py``'s ``file_creation_us``): rebuilds and cold conversions
 create files, and where that cost swings so do the small models' ratios.
 """
@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 CORPUS = REPO.parent / "shared" / "corpus"
 CFG_ONLY_TARGET = 0.20
-RESTORE_TARGET = 0.05
+RESTORE_TARGET = 0.06  # issue #25: "no slower than today (median 6 % of cold)"
 
 
 def corpus(names: list[str]) -> list[dict]:
