@@ -253,8 +253,8 @@ def _doit_side_store(cache: str | None, result: dict[str, Any] | None = None, ki
             elif not result["shared_cache"]:  # the worker recorded its lookup there itself otherwise
                 real.record(kind, hit=bool(result["restored"]))
 
-        def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None,
-                      kind: str | None = None) -> dict[str, str] | None:
+        def put_entry(self, key: str, files: dict[str, bytes], meta: Any = None, kind: str | None = None,
+                      background: Any = None) -> dict[str, str] | None:
             raise RuntimeError("the doit side of a cluster build never converts")
 
         put_bytes = put_entry

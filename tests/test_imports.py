@@ -59,7 +59,7 @@ def test_cli_conversion_of_a_urdf_without_meshes_imports_neither_trimesh_nor_muj
     modules = imported_after(code, tmp_path, full=True)
     assert (out / "cartpole.usd").is_file()
     # Nor what a one-off conversion does not need (issue #26): importlib.metadata (with email and csv) for
-    # library versions, cattrs' subclass strategy for the cfg converter; tomllib (no config file to read),
+    # library versions, cattrs' subclass strategy for the cfg converter; a TOML reader (no config file to read),
     # subprocess (no xacro to run), socket and uuid (a host name and random suffixes come from os).
     unneeded = {"trimesh", "scipy", "mujoco", "jax", "importlib.metadata", "email", "csv", "cattrs.strategies",
                 "tomli", "tomllib", "subprocess", "socket", "uuid"}
