@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import time
 from pathlib import Path
 from typing import Callable
@@ -169,6 +170,10 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
             except OSError:
                 pass
         usd_dir.mkdir(parents=True, exist_ok=True)
+        linked = _linked_folder(usd_dir, relative)
+        if linked is not None:  # checked before any file moves: a refused build publishes nothing
+            raise OSError(f"{usd_dir / linked}: a folder of the output is a symbolic link or no folder: nothing "
+                          "is written through it (remove it and build again)")
         folders = {usd_dir}
         for name in relative:
             destination = usd_dir / name
@@ -214,6 +219,28 @@ def relative_names(paths: list[Path], staging: Path) -> set[str]:
             name = str(Path(path).resolve().relative_to(real))
         names.add(Path(name).as_posix())
     return names
+
+
+def _linked_folder(usd_dir: Path, names: list[str]) -> str | None:
+    """The first folder on the way to a file of ``names`` (relative to ``usd_dir``) that is there but is no
+    folder, a symbolic link included (not followed), or None. Publishing moves files into those folders:
+    one made a link (by hand, or by a tool that swapped it) would take the output's files wherever it
+    points."""
+    seen: set[str] = set()
+    for name in names:
+        parts = name.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):
+            folder = "/".join(parts[:depth])
+            if folder in seen:
+                continue
+            seen.add(folder)
+            try:
+                info = os.lstat(usd_dir / folder)
+            except FileNotFoundError:
+                break  # made by the publish, as a folder
+            if not stat.S_ISDIR(info.st_mode):
+                return folder
+    return None
 
 
 def _remove_empty_parents(folder: Path, stop: Path) -> None:

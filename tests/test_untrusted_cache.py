@@ -379,3 +379,27 @@ def test_a_rebuild_removes_only_stale_outputs_inside_the_output_folder(tmp_path)
     build_atomically(out, build, "new.usdforge.toml", lambda written: "key", ["../victim.txt", "linked/x.txt", "old.usda"])
     assert (tmp_path / "victim.txt").read_text() == "keep" and (outside / "x.txt").read_text() == "keep"
     assert not (out / "old.usda").exists() and (out / "new.usda").read_text() == "new"
+
+
+def test_a_rebuild_writes_nothing_through_a_folder_of_the_output_made_a_link(tmp_path):
+    """A folder of the output made a symbolic link since the last build (by hand, or a tool swapping it):
+    the rebuild publishes nothing, none of its files lands where the link points, and the error names the
+    folder; the previous output stays as it was."""
+    from usdforge.pipeline.atomic import build_atomically
+
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    outside.mkdir()
+    out.mkdir()
+    (out / "main.usda").write_text("previous")
+    (out / "payloads").symlink_to(outside, target_is_directory=True)
+
+    def build(staging: Path) -> list[Path]:
+        (staging / "payloads" / "Physics").mkdir(parents=True)
+        for name in ("main.usda", "payloads/base.usda", "payloads/Physics/physics.usda"):
+            (staging / name).write_text("new")
+        return [staging / "main.usda", staging / "payloads/base.usda", staging / "payloads/Physics/physics.usda"]
+
+    with pytest.raises(OSError, match="payloads: a folder of the output is a symbolic link"):
+        build_atomically(out, build, "main.usdforge.toml", lambda written: "key", ["main.usda"])
+    assert list(outside.iterdir()) == [] and (out / "main.usda").read_text() == "previous"
+    assert not (out / "main.usdforge.toml").exists() and not list(tmp_path.glob(".out.tmp-*"))
