@@ -155,6 +155,10 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
     # Host and process in the name: a later build can tell a killed conversion's folder from a live one.
     # Not mkdtemp: its 0700 would stay on usd_dir when the staging folder is renamed into place whole.
     staging = usd_dir.parent / f"{staging_prefix(usd_dir)}{_host()}-{os.getpid()}-{os.urandom(4).hex()}"
+    # Before the build too: it reads the previous outputs (layers taken unchanged, outputs compared), which
+    # must not be read through a folder made a link since either.
+    _refuse_linked_folder(usd_dir, [name for name in previous_outputs if unsafe_file_name(name) is None],
+                          links_only=True)
     staging.mkdir()
     try:
         written = build(staging)
@@ -170,10 +174,7 @@ def build_atomically(usd_dir: Path, build: Callable[[Path], list[Path]], key_nam
             except OSError:
                 pass
         usd_dir.mkdir(parents=True, exist_ok=True)
-        linked = _linked_folder(usd_dir, relative)
-        if linked is not None:  # checked before any file moves: a refused build publishes nothing
-            raise OSError(f"{usd_dir / linked}: a folder of the output is a symbolic link or no folder: nothing "
-                          "is written through it (remove it and build again)")
+        _refuse_linked_folder(usd_dir, relative)  # before any file moves: a refused build publishes nothing
         folders = {usd_dir}
         for name in relative:
             destination = usd_dir / name
@@ -221,11 +222,20 @@ def relative_names(paths: list[Path], staging: Path) -> set[str]:
     return names
 
 
-def _linked_folder(usd_dir: Path, names: list[str]) -> str | None:
+def _refuse_linked_folder(usd_dir: Path, names: list[str], links_only: bool = False) -> None:
+    """OSError naming the first folder ``_linked_folder`` finds on the way to ``names`` in ``usd_dir``."""
+    linked = _linked_folder(usd_dir, names, links_only)
+    if linked is not None:
+        raise OSError(f"{usd_dir / linked}: a folder of the output is a symbolic link or no folder: nothing is "
+                      "read or written through it (remove it and build again)")
+
+
+def _linked_folder(usd_dir: Path, names: list[str], links_only: bool = False) -> str | None:
     """The first folder on the way to a file of ``names`` (relative to ``usd_dir``) that is there but is no
     folder, a symbolic link included (not followed), or None. Publishing moves files into those folders:
     one made a link (by hand, or by a tool that swapped it) would take the output's files wherever it
-    points."""
+    points. links_only: only a symbolic link counts (the previous outputs' names, from the lazy key: a
+    folder since replaced by a file is left to the publish)."""
     seen: set[str] = set()
     for name in names:
         parts = name.split("/")[:-1]
@@ -238,8 +248,10 @@ def _linked_folder(usd_dir: Path, names: list[str]) -> str | None:
                 info = os.lstat(usd_dir / folder)
             except FileNotFoundError:
                 break  # made by the publish, as a folder
-            if not stat.S_ISDIR(info.st_mode):
+            if stat.S_ISLNK(info.st_mode) or not (links_only or stat.S_ISDIR(info.st_mode)):
                 return folder
+            if not stat.S_ISDIR(info.st_mode):
+                break
     return None
 
 

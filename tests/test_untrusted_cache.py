@@ -360,8 +360,8 @@ def test_cached_mesh_parts_that_name_a_texture_or_do_not_fit_are_read_again_from
 
 def test_a_rebuild_removes_only_stale_outputs_inside_the_output_folder(tmp_path):
     """The previous build's outputs a rebuild removes come from the lazy key, a file in the output folder:
-    a name leaving the folder (``..``) or reaching through a linked folder is not removed; a stale output
-    inside is."""
+    a name leaving the folder (``..``) is not removed; one reaching through a folder made a link refuses the
+    rebuild before anything is read, written or removed; a stale output inside is removed."""
     from usdforge.pipeline.atomic import build_atomically
 
     out, outside = tmp_path / "out", tmp_path / "outside"
@@ -376,7 +376,11 @@ def test_a_rebuild_removes_only_stale_outputs_inside_the_output_folder(tmp_path)
         (staging / "new.usda").write_text("new")
         return [staging / "new.usda"]
 
-    build_atomically(out, build, "new.usdforge.toml", lambda written: "key", ["../victim.txt", "linked/x.txt", "old.usda"])
+    with pytest.raises(OSError, match="linked: a folder of the output is a symbolic link"):
+        build_atomically(out, build, "new.usdforge.toml", lambda written: "key",
+                         ["../victim.txt", "linked/x.txt", "old.usda"])
+    assert (outside / "x.txt").read_text() == "keep" and (out / "old.usda").read_text() == "stale"
+    build_atomically(out, build, "new.usdforge.toml", lambda written: "key", ["../victim.txt", "old.usda"])
     assert (tmp_path / "victim.txt").read_text() == "keep" and (outside / "x.txt").read_text() == "keep"
     assert not (out / "old.usda").exists() and (out / "new.usda").read_text() == "new"
 
@@ -403,3 +407,17 @@ def test_a_rebuild_writes_nothing_through_a_folder_of_the_output_made_a_link(tmp
         build_atomically(out, build, "main.usdforge.toml", lambda written: "key", ["main.usda"])
     assert list(outside.iterdir()) == [] and (out / "main.usda").read_text() == "previous"
     assert not (out / "main.usdforge.toml").exists() and not list(tmp_path.glob(".out.tmp-*"))
+    # The previous outputs behind the link (as its lazy key names them): refused before the build, which
+    # reads previous outputs (layers taken unchanged, comparisons), so nothing is read through the link either.
+    (outside / "base.usda").write_text("elsewhere")
+    built = []
+    with pytest.raises(OSError, match="payloads: a folder of the output is a symbolic link"):
+        build_atomically(out, lambda staging: built.append(staging) or build(staging), "main.usdforge.toml",
+                         lambda written: "key", ["main.usda", "payloads/base.usda"])
+    assert built == [] and (outside / "base.usda").read_text() == "elsewhere"
+    # A forged or stale name in the lazy key through a file refuses nothing: the build goes on.
+    (outside / "base.usda").unlink()
+    (out / "payloads").unlink()
+    assert build_atomically(out, build, "main.usdforge.toml", lambda written: "key",
+                            ["main.usda", "main.usda/x", "../y/z"]) == sorted(
+        ["main.usda", "payloads/base.usda", "payloads/Physics/physics.usda"])
